@@ -1,0 +1,269 @@
+"""The ``dpgeo`` command line: a thin shell over the library.
+
+Exit codes: 0 success, 2 usage or input error (one-line message, no
+traceback), 1 unexpected failure. Output files are written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+from ._version import __version__
+from .errors import DpgeoError, NotPrivateWarning
+
+__all__ = ["main", "build_parser"]
+
+_SPANS_EXAMPLES = """\
+examples:
+  # police stops in Minneapolis, public study area from a polygon file
+  dpgeo spans stops.gpkg -o spans.gpkg --epsilon 1 --radius 200 --min-points 30 \\
+      --domain minneapolis_study_area.geojson
+
+  # CSV with lon/lat columns, study area as a lon/lat bbox, GeoJSON out
+  dpgeo spans crashes.csv -o spans.geojson --epsilon 0.5 --radius 100 --min-points 50 \\
+      --domain=-74.26,40.49,-73.69,40.92
+
+  # preview the noise (spends no budget, reads no data)
+  dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.05
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _add_domain_args(p, with_data_flag=True):
+    g = p.add_argument_group("public study area")
+    g.add_argument("--domain", metavar="BBOX|FILE",
+                   help="public study area: minx,miny,maxx,maxy (in --domain-crs) or a polygon file "
+                        "(use --domain=-93.3,44.9,... when minx is negative)")
+    g.add_argument("--domain-crs", default=None, metavar="CRS",
+                   help="CRS of a bbox --domain (default EPSG:4326, lon/lat)")
+    g.add_argument("--crs", default=None, metavar="CRS",
+                   help="working CRS, projected in metres (default: UTM zone of the study area's centre)")
+    if with_data_flag:
+        g.add_argument("--domain-from-data", action="store_true",
+                       help="use the data's own extent as study area: exploration only, the output is "
+                            "marked NOT differentially private")
+
+
+def _add_input_args(p):
+    p.add_argument("input", help="point layer: GeoPackage, GeoJSON, Shapefile, GeoParquet or CSV")
+    p.add_argument("-o", "--output", required=True, help="output .gpkg or .geojson (written atomically)")
+    g = p.add_argument_group("input")
+    g.add_argument("--layer", default=None, help="layer name in a multi-layer input")
+    g.add_argument("--x", default=None, metavar="COLUMN", help="CSV x/longitude column")
+    g.add_argument("--y", default=None, metavar="COLUMN", help="CSV y/latitude column")
+    g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
+    g.add_argument("--out-crs", default=None, metavar="CRS",
+                   help="CRS of a GeoPackage output (default: the working CRS); GeoJSON is always EPSG:4326")
+
+
+def _add_privacy_args(p):
+    g = p.add_argument_group("privacy")
+    g.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
+    g.add_argument("--max-points-per-record", type=int, default=1, metavar="N",
+                   help="points one record (person) may contribute; scales the noise (default 1)")
+    g.add_argument("--seed", type=int, default=None,
+                   help="fixed random seed, FOR TESTS ONLY: the output is marked not private")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="dpgeo",
+        description="Differentially private cluster map layers from sensitive point data.",
+        epilog=_SPANS_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"dpgeo {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    sp = sub.add_parser(
+        "spans", help="ε-DP DBSCAN cluster spans (Qiu & Yi)",
+        description="ε-differentially private DBSCAN cluster spans as a polygon layer.",
+        epilog=_SPANS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_input_args(sp)
+    _add_privacy_args(sp)
+    g = sp.add_argument_group("DBSCAN")
+    g.add_argument("--radius", type=float, required=True, help="DBSCAN radius α in metres")
+    g.add_argument("--min-points", type=int, required=True, help="DBSCAN MinPts")
+    g.add_argument("--beta", type=float, default=0.05,
+                   help="failure probability of the noise bound Γ (default 0.05)")
+    g.add_argument("--eta", type=float, default=1.0, help="cell width factor η′ in (0, 1] (default 1)")
+    g.add_argument("--histogram", choices=["auto", "dense", "sparse"], default="auto",
+                   help="DP histogram: auto picks by the number of cells (default)")
+    g.add_argument("--gamma", choices=["exact", "laplace"], default="exact",
+                   help="noise bound: exact law of the summed noise (default) or the paper's Γ_Lap")
+    _add_domain_args(sp)
+    g = sp.add_argument_group("output")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress or diagnostics")
+    sp.set_defaults(func=_cmd_spans)
+
+    pv = sub.add_parser(
+        "preview", help="noise preview for DP-DBSCAN from parameters alone (no data, no budget)",
+        description="Show Γ, MinPts′ and the count error a DP-DBSCAN run would have. Reads no data.",
+    )
+    pv.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
+    pv.add_argument("--radius", type=float, required=True, help="DBSCAN radius α in metres")
+    pv.add_argument("--min-points", type=int, required=True, help="DBSCAN MinPts")
+    pv.add_argument("--beta", type=float, default=0.05)
+    pv.add_argument("--eta", type=float, default=1.0)
+    pv.add_argument("--histogram", choices=["auto", "dense", "sparse"], default="auto")
+    pv.add_argument("--max-points-per-record", type=int, default=1, metavar="N")
+    pv.add_argument("--json", action="store_true", help="print JSON")
+    _add_domain_args(pv, with_data_flag=False)
+    pv.set_defaults(func=_cmd_preview)
+
+    info = sub.add_parser("info", help="print the privacy metadata of a dpgeo output file")
+    info.add_argument("path", help="a .gpkg or .geojson written by dpgeo")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(func=_cmd_info)
+
+    _extra_commands(sub)
+    return parser
+
+
+def _extra_commands(sub):
+    """Commands of other mechanism families register here."""
+    try:
+        from . import cli_wavecluster
+    except ImportError:
+        return
+    cli_wavecluster.register(sub, _add_input_args, _add_privacy_args, _add_domain_args)
+
+
+class _Progress:
+    def __init__(self, quiet):
+        self.quiet = quiet
+        self.t0 = time.perf_counter()
+
+    def __call__(self, frac, msg):
+        if not self.quiet:
+            print(f"[{frac * 100:3.0f}%] {msg}  ({time.perf_counter() - self.t0:.1f} s)", file=sys.stderr)
+
+
+def check_output_path(path):
+    """Fail before reading any data if the output cannot be written."""
+    from .io import output_driver
+
+    output_driver(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        from .errors import OutputError
+
+        raise OutputError(f"output folder {folder!r} does not exist")
+
+
+def resolve_domain(args):
+    """The public study area from --domain/--domain-crs/--crs (None with --domain-from-data)."""
+    from .domain import as_study_area
+    from .errors import DomainError
+
+    if getattr(args, "domain_from_data", False):
+        if args.domain is not None:
+            raise DomainError("give either --domain or --domain-from-data, not both")
+        return None
+    return as_study_area(args.domain, domain_crs=args.domain_crs, working_crs=args.crs)
+
+
+def report_run(res, args, path):
+    """Print the local diagnostics and what was written (stderr)."""
+    if args.quiet:
+        return
+    d = res.diagnostics
+    print(
+        f"input: {d.get('n_read', 0):,} records read, {d.get('n_dropped_invalid', 0):,} dropped "
+        f"(empty/NaN), {d.get('n_outside_domain', 0):,} outside the study area, {d.get('n_used', 0):,} used.\n"
+        "       (these counts describe your private data: do not publish them)",
+        file=sys.stderr,
+    )
+    md = res.metadata
+    print(f"wrote {path}: {len(res.layer)} clusters; epsilon={md['epsilon']:g}; "
+          f"differentially_private={str(md['differentially_private']).lower()}", file=sys.stderr)
+    if not md["differentially_private"]:
+        print("WARNING: NOT differentially private: " + "; ".join(md["not_private_reasons"]), file=sys.stderr)
+
+
+def _cmd_spans(args):
+    from .pipeline import dbscan_spans
+    from .io import read_points
+
+    from .pipeline import _check_dbscan_params
+
+    # everything public is checked before the (possibly large) input is read
+    _check_dbscan_params(args.epsilon, args.radius, args.min_points, args.beta, args.eta,
+                         args.histogram, args.gamma, args.max_points_per_record)
+    check_output_path(args.output)
+    domain = resolve_domain(args)
+    prog = _Progress(args.quiet)
+    prog(0.0, f"reading {args.input}")
+    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs)
+    res = dbscan_spans(
+        table, epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
+        domain=domain, crs=args.crs, beta=args.beta, eta=args.eta,
+        histogram=args.histogram, gamma=args.gamma, sensitivity=args.max_points_per_record,
+        seed=args.seed, domain_from_data=args.domain_from_data, progress=prog,
+    )
+    res.to_file(args.output, crs=args.out_crs)
+    report_run(res, args, args.output)
+    return 0
+
+
+def _cmd_preview(args):
+    from .pipeline import noise_preview
+    from .result import format_metadata
+
+    if args.domain is None:
+        from .domain import as_study_area
+
+        as_study_area(None)
+    p = noise_preview(epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
+                      domain=args.domain, domain_crs=args.domain_crs, crs=args.crs, beta=args.beta,
+                      eta=args.eta, histogram=args.histogram, sensitivity=args.max_points_per_record)
+    print(json.dumps(p, indent=2) if args.json else format_metadata(p))
+    return 0
+
+
+def _cmd_info(args):
+    from .io import read_layer_metadata
+    from .result import format_metadata
+
+    md = read_layer_metadata(args.path)
+    print(json.dumps(md, indent=2) if args.json else format_metadata(md))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NotPrivateWarning)  # the CLI reports it itself
+            return args.func(args)
+    except DpgeoError as exc:
+        print(f"dpgeo: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dpgeo: interrupted; no output written", file=sys.stderr)
+        return 130
+    except Exception as exc:  # unexpected: one line unless --debug
+        if getattr(args, "debug", False):
+            raise
+        print(f"dpgeo: unexpected error: {type(exc).__name__}: {exc} (run with --debug for details)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""DP-DBSCAN cluster spans (Qiu & Yi, Algorithm 1 with the optimisations of §6–7).
+
+Pipeline: points → cells of width ``w = η′·α/√2`` over the public study area
+→ ε-DP histogram (dense, or the linear-time sparse one) → noisy
+neighbourhood sums over the κ cells of NB(X) → core cells → core cells
+closer than α merged → connected components = spans.
+
+Only the histogram touches the private data; everything after it is
+post-processing of the released counts with public parameters, so the whole
+output is ε-DP (see ``docs/privacy.md``).
+
+A cell ``X`` is **core** when its noisy neighbourhood sum is at least
+``MinPts + Γ``. ``Γ`` bounds, with probability ``1 - β`` simultaneously for
+every cell of the universe, how far a noisy sum can exceed the true sum, so a
+reported core cell really has ``UB(X) >= MinPts``; and every cell with
+``UB(X) >= MinPts′ = MinPts + Γ + Γ_low`` is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .errors import ParameterError
+from .grid import Grid, neighbourhood_offsets
+from .histogram import NoisyHistogram
+from .noise import sum_abs_bound, sum_positive_part_bound
+
+__all__ = [
+    "NoiseBound",
+    "SpanCells",
+    "noise_bound",
+    "gamma_laplace",
+    "neighbourhood_sums",
+    "core_cells",
+    "merge_cells",
+    "dbscan_cells",
+    "DEFAULT_BETA",
+]
+
+#: Default failure probability β of the Γ bound (a 95% guarantee).
+DEFAULT_BETA = 0.05
+
+
+@dataclass
+class NoiseBound:
+    """Bounds on the noise in a neighbourhood sum, for all cells at once.
+
+    Attributes
+    ----------
+    gamma : float
+        Upper bound Γ: with probability ≥ 1 − β/2, no cell's noisy sum exceeds
+        its true sum by more than Γ. The core threshold is ``MinPts + Γ``.
+    gamma_low : float
+        Lower bound: with probability ≥ 1 − β/2, no cell's noisy sum falls
+        short of its true sum by more than ``gamma_low`` (includes ``κθ``
+        for the sparse histogram).
+    method : str
+        ``"exact"`` or ``"laplace"``.
+    gamma_laplace : float
+        The paper's Γ_Lap (Thm 7.1) for the same setting, for reference.
+    """
+
+    gamma: float
+    gamma_low: float
+    method: str
+    gamma_laplace: float
+
+
+def gamma_laplace(kappa: int, n_cells: int, epsilon_eff: float, beta: float) -> float:
+    """The paper's Γ_Lap = (2√2/ε)·max(√(κ ln(2|X|/β)), ln(2|X|/β)).
+
+    ``epsilon_eff`` is ε/Δ. The bound is Theorem 2.9 (continuous Laplace)
+    with a union bound over |X| cells.
+    """
+    lg = math.log(2.0 * n_cells / beta)
+    return 2.0 * math.sqrt(2.0) / epsilon_eff * max(math.sqrt(kappa * lg), lg)
+
+
+def noise_bound(
+    *, kappa: int, n_cells: int, q: float, epsilon_eff: float, beta: float,
+    theta: int | None = None, method: str = "exact"
+) -> NoiseBound:
+    """Γ (upper) and Γ_low (lower) for sums of κ released counts, union-bounded over the universe.
+
+    ``exact``: the smallest integers with per-cell one-sided tail
+    ``β / (2|X|)``, from the exact law of the sum of κ discrete Laplace
+    noises. For the sparse histogram the released error of a cell is
+    ``e = Z`` if kept and ``e = -x`` if truncated, so ``Z - θ <= e <=
+    max(Z, 0)``: the upper bound uses the exact law of ``Σ max(Z_i, 0)`` and
+    the lower bound adds ``κθ``.
+
+    ``laplace``: the paper's Γ_Lap for both sides (plus ``κθ`` for sparse).
+    """
+    if not 0 < beta < 1:
+        raise ParameterError(f"beta must be in (0, 1), got {beta!r}")
+    tail = beta / (2.0 * n_cells)
+    glap = gamma_laplace(kappa, n_cells, epsilon_eff, beta)
+    if method == "laplace":
+        up = glap
+        low = glap + (kappa * theta if theta else 0)
+    elif method == "exact":
+        two_sided = sum_abs_bound(kappa, q, 2.0 * tail)  # Pr[S > G] <= tail
+        if theta:
+            up = sum_positive_part_bound(kappa, q, tail)
+            low = two_sided + kappa * theta
+        else:
+            up = low = two_sided
+    else:
+        raise ParameterError(f"gamma must be 'exact' or 'laplace', got {method!r}")
+    return NoiseBound(float(up), float(low), method, glap)
+
+
+def neighbourhood_sums(hist: NoisyHistogram, offsets: np.ndarray, cells: np.ndarray | None = None):
+    """Noisy sums over NB(X).
+
+    Dense histograms: a ``(ny, nx)`` array of sums for every cell (``cells``
+    ignored). Sparse: sums for the flat ids in ``cells``.
+    """
+    g = hist.grid
+    r = int(np.abs(offsets).max())
+    if cells is None:
+        h = hist.to_dense()
+        pad = np.zeros((g.ny + 2 * r, g.nx + 2 * r), dtype=np.int64)
+        pad[r:r + g.ny, r:r + g.nx] = h
+        out = np.zeros((g.ny, g.nx), dtype=np.int64)
+        for dx, dy in offsets.tolist():
+            out += pad[r + dy:r + dy + g.ny, r + dx:r + dx + g.nx]
+        return out
+    ix, iy = g.cell_xy(cells)
+    total = np.zeros(cells.size, dtype=np.int64)
+    for dx, dy in offsets.tolist():
+        jx, jy = ix + dx, iy + dy
+        ok = (jx >= 0) & (jx < g.nx) & (jy >= 0) & (jy < g.ny)
+        total[ok] += hist.lookup(jy[ok] * g.nx + jx[ok])
+    return total
+
+
+def core_cells(hist: NoisyHistogram, offsets: np.ndarray, threshold: float) -> np.ndarray:
+    """Sorted flat ids of universe cells whose noisy NB-sum is ``>= threshold``."""
+    g = hist.grid
+    if hist.kind == "dense":
+        sums = neighbourhood_sums(hist, offsets).ravel()
+        ids = np.flatnonzero(sums >= threshold)
+    else:
+        # A cell can only reach the threshold if some released cell in its
+        # neighbourhood holds at least threshold/κ; only those seed candidates.
+        kappa = len(offsets)
+        need = max(1, int(math.ceil(threshold / kappa)))
+        seeds = hist.cell_id[hist.count >= need]
+        if seeds.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        sx, sy = g.cell_xy(seeds)
+        cand = []
+        for dx, dy in offsets.tolist():  # NB is symmetric
+            jx, jy = sx + dx, sy + dy
+            ok = (jx >= 0) & (jx < g.nx) & (jy >= 0) & (jy < g.ny)
+            cand.append(jy[ok] * g.nx + jx[ok])
+        cand = np.unique(np.concatenate(cand))
+        sums = neighbourhood_sums(hist, offsets, cand)
+        ids = cand[sums >= threshold]
+    return ids[g.in_universe(ids)]
+
+
+def merge_cells(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
+    """Connected components of ``cells`` joined when closer than α (NB offsets).
+
+    O(|cells|·κ) time and memory. Returns int labels 1..k in the order of
+    ``cells`` (sorted ids), numbered by first appearance.
+    """
+    n = cells.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    ix, iy = grid.cell_xy(cells)
+    rows, cols = [], []
+    for dx, dy in offsets.tolist():
+        if (dy, dx) <= (0, 0):  # each unordered pair once; skip self
+            continue
+        jx, jy = ix + dx, iy + dy
+        ok = (jx >= 0) & (jx < grid.nx) & (jy >= 0) & (jy < grid.ny)
+        src = np.flatnonzero(ok)
+        nid = jy[ok] * grid.nx + jx[ok]
+        pos = np.minimum(np.searchsorted(cells, nid), n - 1)
+        hit = cells[pos] == nid
+        rows.append(src[hit])
+        cols.append(pos[hit])
+    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+    adj = coo_matrix((np.ones(r.size, dtype=np.int8), (r, c)), shape=(n, n))
+    k, lab = connected_components(adj, directed=False)
+    # renumber by first appearance so labels are stable and start at 1
+    _, first = np.unique(lab, return_index=True)
+    order = np.argsort(first)
+    remap = np.empty(k, dtype=np.int64)
+    remap[lab[first[order]]] = np.arange(1, k + 1)
+    return remap[lab], int(k)
+
+
+@dataclass
+class SpanCells:
+    """The cells of the DP-DBSCAN spans (public output, before polygons).
+
+    Attributes
+    ----------
+    grid : Grid
+    cell_id : numpy.ndarray
+        Sorted flat ids of the core cells.
+    label : numpy.ndarray
+        Cluster id (1..k) of each core cell.
+    count : numpy.ndarray
+        Released noisy count of each core cell.
+    n_clusters : int
+    """
+
+    grid: Grid
+    cell_id: np.ndarray
+    label: np.ndarray
+    count: np.ndarray
+    n_clusters: int
+
+    def label_grid(self) -> np.ndarray:
+        """``(ny, nx)`` int array of cluster ids (0 = not in a span)."""
+        out = np.zeros(self.grid.ny * self.grid.nx, dtype=np.int64)
+        out[self.cell_id] = self.label
+        return out.reshape(self.grid.ny, self.grid.nx)
+
+    def label_points(self, x, y) -> np.ndarray:
+        """Span id of each projected point (0 = outside every span). Evaluation only."""
+        g = self.grid
+        fx = np.floor((np.asarray(x, float) - g.origin_x) / g.cell_m)
+        fy = np.floor((np.asarray(y, float) - g.origin_y) / g.cell_m)
+        ok = (fx >= 0) & (fx < g.nx) & (fy >= 0) & (fy < g.ny)
+        ids = np.where(ok, fy * g.nx + fx, 0).astype(np.int64)
+        out = np.zeros(ids.size, dtype=np.int64)
+        if self.cell_id.size:
+            pos = np.minimum(np.searchsorted(self.cell_id, ids), self.cell_id.size - 1)
+            hit = ok & (self.cell_id[pos] == ids)
+            out[hit] = self.label[pos[hit]]
+        return out
+
+
+def dbscan_cells(hist: NoisyHistogram, *, min_points: int, eta: float, bound: NoiseBound):
+    """Core cells and their spans from a released histogram (post-processing only)."""
+    offsets = neighbourhood_offsets(eta)
+    threshold = min_points + bound.gamma
+    cells = core_cells(hist, offsets, threshold)
+    labels, k = merge_cells(hist.grid, cells, offsets)
+    return SpanCells(hist.grid, cells, labels, hist.lookup(cells), k)

@@ -1,0 +1,316 @@
+"""The public study area (domain) and the working coordinate reference system.
+
+Everything a mechanism needs to know about *where* — the grid extent, its
+anchor, the projection — comes from a **public** study area given by the
+user, never from the private points. The working CRS is a projected CRS in
+metres: the one given by the user, or else the UTM zone that contains the
+centre of the study area (as listed in the PROJ database).
+
+:meth:`StudyArea.from_points_extent` builds a study area from the data's own
+bounding box for exploration only; the result is flagged and every output
+made with it says it is not differentially private.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import shapely
+from pyproj import CRS, Transformer
+from pyproj.aoi import AreaOfInterest
+from pyproj.database import query_utm_crs_info
+
+from .errors import DomainError
+
+__all__ = ["StudyArea", "as_study_area", "utm_crs_for", "working_crs_for"]
+
+#: Vertices added along each edge of the study area before it is projected,
+#: so that straight lines in the domain CRS become the right curves.
+_DENSIFY_SEGMENTS = 256
+
+
+@dataclass
+class StudyArea:
+    """A public study area, held both in its own CRS and in the working CRS.
+
+    Use the constructors (:meth:`from_bbox`, :meth:`from_geometry`,
+    :meth:`from_file`) or :func:`as_study_area` rather than the dataclass
+    directly.
+
+    Attributes
+    ----------
+    geometry : shapely.Polygon or shapely.MultiPolygon
+        The study area in :attr:`source_crs`.
+    source_crs : pyproj.CRS
+        The CRS the study area was given in.
+    crs : pyproj.CRS
+        Working CRS: projected, axis units metres.
+    polygon : shapely.Polygon or shapely.MultiPolygon
+        The study area projected to :attr:`crs` (metres), densified.
+    description : str
+        How the study area was given (for the metadata).
+    from_data : bool
+        ``True`` when the area was derived from the private data (not private).
+
+    Examples
+    --------
+    >>> area = StudyArea.from_bbox((-93.33, 44.89, -93.19, 45.05))
+    >>> area.crs.to_epsg()
+    32615
+    >>> round(area.polygon.area / 1e6)  # km²
+    173
+    """
+
+    geometry: shapely.Geometry
+    source_crs: CRS
+    crs: CRS
+    polygon: shapely.Geometry
+    description: str
+    from_data: bool = False
+    bbox: tuple = field(default=None)
+
+    # -- constructors -----------------------------------------------------
+    @classmethod
+    def from_bbox(cls, bounds, crs="EPSG:4326", *, working_crs=None) -> "StudyArea":
+        """Study area from ``(minx, miny, maxx, maxy)`` in ``crs`` (default lon/lat)."""
+        try:
+            minx, miny, maxx, maxy = (float(v) for v in bounds)
+        except (TypeError, ValueError):
+            raise DomainError(
+                f"domain bbox must be four numbers minx,miny,maxx,maxy; got {bounds!r}"
+            ) from None
+        if not (np.isfinite([minx, miny, maxx, maxy]).all() and minx < maxx and miny < maxy):
+            raise DomainError(
+                f"domain bbox must have minx < maxx and miny < maxy; got {minx},{miny},{maxx},{maxy}"
+            )
+        src = _as_crs(crs, "domain CRS")
+        if src.is_geographic and not (-180 <= minx and maxx <= 180 and -90 <= miny and maxy <= 90):
+            raise DomainError(
+                f"domain bbox {minx},{miny},{maxx},{maxy} is not valid longitude/latitude for {src.name}; "
+                "give --domain-crs if the bbox is in another CRS"
+            )
+        geom = shapely.box(minx, miny, maxx, maxy)
+        return cls._make(geom, src, working_crs, f"bbox {minx:g},{miny:g},{maxx:g},{maxy:g} ({_crs_label(src)})")
+
+    @classmethod
+    def from_geometry(cls, geometry, crs, *, working_crs=None, description=None) -> "StudyArea":
+        """Study area from a shapely (Multi)Polygon in ``crs``."""
+        src = _as_crs(crs, "domain CRS")
+        return cls._make(geometry, src, working_crs, description or f"polygon ({_crs_label(src)})")
+
+    @classmethod
+    def from_file(cls, path, *, layer=None, working_crs=None) -> "StudyArea":
+        """Study area as the union of the polygons in a vector file."""
+        import geopandas as gpd
+
+        path = os.fspath(path)
+        if not os.path.exists(path):
+            raise DomainError(f"domain file {path!r} does not exist")
+        try:
+            gdf = gpd.read_file(path, layer=layer) if layer else gpd.read_file(path)
+        except Exception as exc:  # the driver's message is the useful part
+            raise DomainError(f"cannot read domain file {path!r}: {exc}") from None
+        return cls.from_frame(gdf, working_crs=working_crs, description=f"polygons from {os.path.basename(path)}")
+
+    @classmethod
+    def from_frame(cls, gdf, *, working_crs=None, description=None) -> "StudyArea":
+        """Study area as the union of the polygons of a GeoDataFrame/GeoSeries."""
+        geoms = np.asarray(gdf.geometry.values if hasattr(gdf, "geometry") else gdf.values)
+        if gdf.crs is None:
+            raise DomainError("the domain layer has no CRS; set one (e.g. gdf.set_crs('EPSG:4326'))")
+        geoms = geoms[~shapely.is_empty(geoms) & ~shapely.is_missing(geoms)]
+        if len(geoms) == 0:
+            raise DomainError("the domain layer has no geometries")
+        kinds = set(shapely.get_type_id(geoms).tolist())
+        if not kinds <= {3, 6}:
+            raise DomainError("the domain layer must contain polygons (the public study area), not points or lines")
+        geom = shapely.union_all(shapely.make_valid(geoms))
+        return cls._make(geom, gdf.crs, working_crs, description or "polygon layer")
+
+    @classmethod
+    def from_points_extent(cls, x, y, crs, *, working_crs=None) -> "StudyArea":
+        """Study area from the bounding box of the (private) points. **Not private.**
+
+        For exploration only: the extent of the data reveals the extreme
+        points. Results made with it are marked ``differentially_private:
+        false``.
+        """
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        if x.size == 0:
+            raise DomainError("cannot derive a domain from an empty point set")
+        minx, maxx, miny, maxy = x.min(), x.max(), y.min(), y.max()
+        pad_x = max((maxx - minx) * 1e-6, 1e-9)
+        pad_y = max((maxy - miny) * 1e-6, 1e-9)
+        src = _as_crs(crs, "input CRS")
+        geom = shapely.box(minx - pad_x, miny - pad_y, maxx + pad_x, maxy + pad_y)
+        area = cls._make(geom, src, working_crs, "extent of the private data (NOT differentially private)")
+        area.from_data = True
+        return area
+
+    @classmethod
+    def _make(cls, geom, src: CRS, working, description) -> "StudyArea":
+        if geom is None or shapely.is_empty(geom):
+            raise DomainError("the study area is empty")
+        if shapely.get_type_id(geom) not in (3, 6):
+            raise DomainError(f"the study area must be a polygon, got {shapely.get_type_id(geom)}")
+        if not shapely.is_valid(geom):
+            geom = shapely.make_valid(geom)
+        wcrs = working_crs_for(geom, src, working)
+        poly = _project(geom, src, wcrs)
+        if poly.is_empty or poly.area <= 0:
+            raise DomainError("the study area has no area in the working CRS")
+        return cls(
+            geometry=geom,
+            source_crs=src,
+            crs=wcrs,
+            polygon=poly,
+            description=description,
+            bbox=tuple(float(v) for v in geom.bounds),
+        )
+
+    # -- helpers -----------------------------------------------------------
+    @property
+    def is_rectangle(self) -> bool:
+        """``True`` if the projected polygon fills its bounding box."""
+        b = self.polygon.bounds
+        box_area = (b[2] - b[0]) * (b[3] - b[1])
+        return abs(box_area - self.polygon.area) <= 1e-9 * box_area
+
+    def to_metadata(self) -> dict:
+        """JSON-serialisable description of the public study area."""
+        return {
+            "description": self.description,
+            "crs": _crs_label(self.source_crs),
+            "bounds": list(self.bbox),
+            "wkt": shapely.to_wkt(self.geometry, rounding_precision=7, trim=True)
+            if shapely.get_num_coordinates(self.geometry) <= 2000
+            else None,
+            "from_private_data": self.from_data,
+        }
+
+
+def as_study_area(domain, *, domain_crs=None, working_crs=None) -> StudyArea:
+    """Turn any accepted description of the public study area into a :class:`StudyArea`.
+
+    Parameters
+    ----------
+    domain : StudyArea, sequence of 4 numbers, str, os.PathLike, shapely geometry, GeoDataFrame or GeoSeries
+        A bbox ``(minx, miny, maxx, maxy)`` or ``"minx,miny,maxx,maxy"`` in
+        ``domain_crs``; a polygon file path; a shapely polygon in
+        ``domain_crs``; or a polygon layer with its own CRS.
+    domain_crs : anything pyproj accepts, optional
+        CRS of a bbox or shapely geometry; default ``EPSG:4326`` (lon/lat).
+    working_crs : anything pyproj accepts, optional
+        Projected CRS in metres to work in; default the UTM zone of the
+        study area's centre.
+    """
+    if domain is None:
+        raise DomainError(
+            "no study area given: pass the public area the data could come from, e.g. "
+            "--domain minx,miny,maxx,maxy (lon/lat) or --domain area.gpkg; "
+            "--domain-from-data exists for exploration only and is not differentially private"
+        )
+    if isinstance(domain, StudyArea):
+        if working_crs is not None and not domain.crs.equals(_as_crs(working_crs, "working CRS")):
+            return StudyArea._make(domain.geometry, domain.source_crs, working_crs, domain.description)
+        return domain
+    crs = domain_crs if domain_crs is not None else "EPSG:4326"
+    if isinstance(domain, (str, os.PathLike)):
+        s = os.fspath(domain)
+        parts = s.split(",")
+        if len(parts) == 4 and not os.path.exists(s):
+            try:
+                return StudyArea.from_bbox([float(p) for p in parts], crs, working_crs=working_crs)
+            except ValueError:
+                pass
+        return StudyArea.from_file(s, working_crs=working_crs)
+    if isinstance(domain, shapely.Geometry):
+        return StudyArea.from_geometry(domain, crs, working_crs=working_crs)
+    if hasattr(domain, "crs") and hasattr(domain, "geometry") or type(domain).__name__ == "GeoSeries":
+        return StudyArea.from_frame(domain, working_crs=working_crs)
+    try:
+        seq = list(domain)
+    except TypeError:
+        raise DomainError(f"cannot use {type(domain).__name__} as a study area") from None
+    if len(seq) == 4:
+        return StudyArea.from_bbox(seq, crs, working_crs=working_crs)
+    raise DomainError(f"a study-area bbox needs 4 numbers (minx, miny, maxx, maxy), got {len(seq)}")
+
+
+def utm_crs_for(lon: float, lat: float) -> CRS:
+    """The WGS 84 / UTM zone CRS whose area of use contains ``(lon, lat)``.
+
+    Uses the PROJ database, so the Norway and Svalbard exceptions are honoured.
+
+    Examples
+    --------
+    >>> utm_crs_for(-93.26, 44.98).to_epsg()   # Minneapolis
+    32615
+    >>> utm_crs_for(151.2, -33.9).to_epsg()    # Sydney
+    32756
+    """
+    infos = query_utm_crs_info(
+        datum_name="WGS 84",
+        area_of_interest=AreaOfInterest(lon, lat, lon, lat),
+    )
+    # prefer the plain "WGS 84 / UTM zone" CRSs (EPSG 326xx/327xx)
+    infos = [i for i in infos if i.auth_name == "EPSG" and i.code[:3] in ("326", "327")]
+    if not infos:
+        raise DomainError(f"no UTM zone covers lon={lon:.4f}, lat={lat:.4f}; pass a projected --crs")
+    north = lat >= 0
+    infos.sort(key=lambda i: (i.code.startswith("326") != north, i.code))
+    return CRS.from_epsg(int(infos[0].code))
+
+
+def working_crs_for(geom, src: CRS, working=None) -> CRS:
+    """Working CRS for a study area: ``working`` if given (checked), else UTM of its centre."""
+    if working is not None:
+        w = _as_crs(working, "working CRS")
+        if not w.is_projected:
+            raise DomainError(f"--crs must be a projected CRS in metres; {_crs_label(w)} is not projected")
+        units = {ax.unit_name for ax in w.axis_info}
+        if not units <= {"metre", "meter"}:
+            raise DomainError(f"--crs must have axes in metres; {_crs_label(w)} uses {sorted(units)}")
+        return w
+    c = geom.envelope.centroid
+    lon, lat = Transformer.from_crs(src, "EPSG:4326", always_xy=True).transform(c.x, c.y)
+    if not (np.isfinite(lon) and np.isfinite(lat)):
+        raise DomainError("cannot locate the study area's centre on the globe; pass a projected --crs")
+    return utm_crs_for(lon, lat)
+
+
+
+
+def _project(geom, src: CRS, dst: CRS):
+    if src.equals(dst):
+        return geom
+    b = geom.bounds
+    step = max(b[2] - b[0], b[3] - b[1]) / _DENSIFY_SEGMENTS
+    dense = shapely.segmentize(geom, step) if step > 0 else geom
+    tr = Transformer.from_crs(src, dst, always_xy=True)
+
+    def fn(coords):
+        x, y = tr.transform(coords[:, 0], coords[:, 1])
+        return np.column_stack([x, y])
+
+    out = shapely.transform(dense, fn)
+    if not np.isfinite(shapely.get_coordinates(out)).all():
+        raise DomainError("the study area cannot be projected to the working CRS (outside its area of use)")
+    if not shapely.is_valid(out):
+        out = shapely.make_valid(out)
+    return out
+
+
+def _as_crs(crs, what) -> CRS:
+    try:
+        return CRS.from_user_input(crs)
+    except Exception:
+        raise DomainError(f"{what} {crs!r} is not a CRS pyproj understands (try e.g. EPSG:4326)") from None
+
+
+def _crs_label(crs: CRS) -> str:
+    epsg = crs.to_epsg()
+    return f"EPSG:{epsg}" if epsg else crs.name

@@ -1,0 +1,278 @@
+"""Differentially private histograms of point counts on a grid.
+
+One interface, two implementations:
+
+* **dense** — every cell of the universe gets an independent discrete
+  Laplace noise; memory and time are proportional to the number of cells.
+* **sparse** (Qiu & Yi, Algorithm 2, with discrete noise) — only non-empty
+  cells are noised; a noisy count below the integer threshold ``θ`` is
+  released as 0; then ``m ~ Binomial(M, p)`` of the ``M`` empty cells, with
+  ``p = Pr[Z >= θ]``, are drawn without replacement and given values from
+  the noise tail ``Z | Z >= θ``. Its output has exactly the law of "dense
+  histogram, then every count below θ set to 0", so it is ε-DP by
+  post-processing; time and memory are proportional to the number of
+  non-empty cells plus ``m``.
+
+The choice between them, and ``θ``, depend only on public quantities — the
+number of cells in the universe and a memory bound — never on the data.
+
+Neighbouring relation: two point sets are neighbours when one is the other
+plus or minus one *record*; a record contributes at most ``sensitivity``
+points (default 1). The count vector then has L1 sensitivity
+``sensitivity``, and the noise is discrete Laplace with
+``q = exp(-ε / sensitivity)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ParameterError
+from .grid import Grid
+from .noise import (
+    discrete_laplace_q,
+    sample_discrete_laplace,
+    sample_discrete_laplace_tail,
+)
+
+__all__ = [
+    "NoisyHistogram",
+    "exact_counts",
+    "dense_histogram",
+    "sparse_histogram",
+    "sparse_threshold",
+    "choose_histogram",
+    "noisy_histogram",
+    "DEFAULT_MAX_DENSE_CELLS",
+    "DEFAULT_MAX_FALSE_CELLS",
+]
+
+#: Largest universe (cells) noised densely by ``histogram="auto"``.
+DEFAULT_MAX_DENSE_CELLS = 1 << 22
+#: Expected number of empty cells the sparse histogram may release.
+DEFAULT_MAX_FALSE_CELLS = 1 << 18
+#: Largest bounding grid counted with ``numpy.bincount`` (8 bytes per cell).
+_BINCOUNT_MAX_CELLS = 1 << 27
+
+
+@dataclass
+class NoisyHistogram:
+    """A released DP histogram (public; safe to post-process).
+
+    Attributes
+    ----------
+    grid : Grid
+    kind : {"dense", "sparse"}
+    cell_id : numpy.ndarray
+        Sorted int64 flat ids of the cells with a stored count (dense: every
+        universe cell; sparse: the cells whose released count is non-zero).
+    count : numpy.ndarray
+        int64 noisy counts of ``cell_id``. Every other cell's release is 0.
+    epsilon, sensitivity, q : float
+        Budget, L1 sensitivity and noise decay ``exp(-ε/Δ)``.
+    theta : int or None
+        Sparse threshold: noisy counts below it were released as 0.
+    """
+
+    grid: Grid
+    kind: str
+    cell_id: np.ndarray
+    count: np.ndarray
+    epsilon: float
+    sensitivity: float
+    q: float
+    theta: int | None = None
+    n_false_cells: int | None = field(default=None, repr=False)
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Released counts of arbitrary flat ids (0 for cells not stored)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.cell_id.size == 0:
+            return np.zeros(ids.shape, dtype=np.int64)
+        pos = np.searchsorted(self.cell_id, ids)
+        pos = np.minimum(pos, self.cell_id.size - 1)
+        hit = self.cell_id[pos] == ids
+        return np.where(hit, self.count[pos], 0)
+
+    def to_dense(self) -> np.ndarray:
+        """``(ny, nx)`` int64 array of released counts (0 outside the universe)."""
+        g = self.grid
+        out = np.zeros(g.ny * g.nx, dtype=np.int64)
+        out[self.cell_id] = self.count
+        return out.reshape(g.ny, g.nx)
+
+    def to_metadata(self) -> dict:
+        return {
+            "histogram": self.kind,
+            "noise": "discrete Laplace (two-sided geometric)",
+            "noise_q": self.q,
+            "sensitivity": self.sensitivity,
+            "theta": self.theta,
+        }
+
+
+def exact_counts(grid: Grid, cell_id: np.ndarray):
+    """Exact counts of the non-empty cells — **private**, input to a mechanism only.
+
+    Returns
+    -------
+    ids, counts : numpy.ndarray
+        Sorted unique flat ids and their int64 counts.
+    """
+    cell_id = np.asarray(cell_id, dtype=np.int64)
+    total = grid.nx * grid.ny
+    if total <= _BINCOUNT_MAX_CELLS:
+        c = np.bincount(cell_id, minlength=total)
+        ids = np.flatnonzero(c)
+        return ids.astype(np.int64), c[ids].astype(np.int64)
+    ids, counts = np.unique(cell_id, return_counts=True)
+    return ids.astype(np.int64), counts.astype(np.int64)
+
+
+def dense_histogram(grid, ids, counts, *, epsilon, sensitivity=1.0, rng) -> NoisyHistogram:
+    """Noise every universe cell with discrete Laplace noise of decay ``exp(-ε/Δ)``."""
+    q = discrete_laplace_q(epsilon, sensitivity)
+    uni = grid.universe_ids()
+    vals = sample_discrete_laplace(rng, q, uni.size)
+    if ids.size:
+        pos = np.searchsorted(uni, ids)
+        vals[pos] += counts
+    return NoisyHistogram(grid, "dense", uni, vals, float(epsilon), float(sensitivity), q, None)
+
+
+def sparse_threshold(n_cells: int, q: float, max_false_cells: int = DEFAULT_MAX_FALSE_CELLS) -> int:
+    """Smallest integer ``θ >= 1`` with ``n_cells · Pr[Z >= θ] <= max_false_cells``.
+
+    A function of public quantities only. ``Pr[Z >= θ] = q**θ / (1+q)``.
+    """
+    if max_false_cells <= 0:
+        raise ParameterError(f"max_false_cells must be > 0, got {max_false_cells}")
+    need = math.log(max_false_cells * (1 + q) / max(n_cells, 1)) / math.log(q)
+    return max(1, int(math.ceil(need - 1e-12)))
+
+
+def sparse_histogram(grid, ids, counts, *, epsilon, sensitivity=1.0, theta, rng) -> NoisyHistogram:
+    """Qiu & Yi's linear-time histogram with discrete Laplace noise.
+
+    Parameters
+    ----------
+    grid : Grid
+    ids, counts : numpy.ndarray
+        Exact non-empty cells (from :func:`exact_counts`).
+    epsilon : float
+    sensitivity : float
+    theta : int
+        Release threshold (>= 1), chosen from public quantities
+        (:func:`sparse_threshold`).
+    rng : numpy.random.Generator
+    """
+    theta = int(theta)
+    if theta < 1:
+        raise ParameterError(f"theta must be an integer >= 1, got {theta}")
+    q = discrete_laplace_q(epsilon, sensitivity)
+    # 1. non-empty cells: noise, keep if >= theta
+    noisy = counts + sample_discrete_laplace(rng, q, counts.size)
+    keep = noisy >= theta
+    kept_ids, kept_vals = ids[keep], noisy[keep]
+    # 2. empty cells: how many exceed theta, which ones, and their values
+    n_empty = grid.n_cells - ids.size
+    p = q**theta / (1.0 + q)
+    m = int(rng.binomial(n_empty, p)) if n_empty > 0 else 0
+    false_ids = _sample_empty_cells(grid, ids, m, rng)
+    false_vals = sample_discrete_laplace_tail(rng, q, theta, m)
+    all_ids = np.concatenate([kept_ids, false_ids])
+    all_vals = np.concatenate([kept_vals, false_vals])
+    order = np.argsort(all_ids, kind="stable")
+    return NoisyHistogram(
+        grid, "sparse", all_ids[order], all_vals[order], float(epsilon), float(sensitivity), q, theta, m
+    )
+
+
+def _sample_empty_cells(grid: Grid, nonempty: np.ndarray, m: int, rng) -> np.ndarray:
+    """``m`` distinct universe cells not in ``nonempty``, uniformly without replacement.
+
+    Candidates are drawn uniformly from the universe in sequence; cells that
+    are non-empty or already drawn are rejected, and the first ``m``
+    survivors in draw order are kept — a uniform random ``m``-subset of the
+    empty cells.
+    """
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    n_empty = grid.n_cells - nonempty.size
+    if m > n_empty:  # pragma: no cover - binomial(M, p) <= M
+        raise AssertionError("more false cells than empty cells")
+    chosen = np.zeros(0, dtype=np.int64)
+    while chosen.size < m:
+        need = m - chosen.size
+        frac_empty = max(n_empty / grid.n_cells, 1e-6)
+        k = int(need / frac_empty * 1.2) + 16
+        cand = grid.universe_id_at(rng.integers(0, grid.n_cells, size=k))
+        if nonempty.size:
+            pos = np.minimum(np.searchsorted(nonempty, cand), nonempty.size - 1)
+            cand = cand[nonempty[pos] != cand]
+        seq = np.concatenate([chosen, cand])
+        _, first = np.unique(seq, return_index=True)
+        chosen = seq[np.sort(first)]
+    return chosen[:m]
+
+
+def choose_histogram(grid: Grid, method: str = "auto", *, max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS) -> str:
+    """``"dense"`` or ``"sparse"`` from the public universe size and a memory bound."""
+    if method not in ("auto", "dense", "sparse"):
+        raise ParameterError(f"histogram must be 'auto', 'dense' or 'sparse', got {method!r}")
+    if method != "auto":
+        return method
+    return "dense" if grid.n_cells <= max_dense_cells else "sparse"
+
+
+def noisy_histogram(
+    grid: Grid,
+    cell_id: np.ndarray,
+    *,
+    epsilon: float,
+    rng,
+    sensitivity: float = 1.0,
+    method: str = "auto",
+    max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
+    max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
+) -> NoisyHistogram:
+    """Release an ε-DP histogram of the points' cells.
+
+    Parameters
+    ----------
+    grid : Grid
+    cell_id : numpy.ndarray
+        Flat cell id of every point inside the study area (private).
+    epsilon : float
+        Privacy budget spent on the histogram.
+    rng : numpy.random.Generator
+    sensitivity : float
+        Points per record (L1 sensitivity of the counts), default 1.
+    method : {"auto", "dense", "sparse"}
+    max_dense_cells : int
+        ``auto`` noises densely up to this many universe cells.
+    max_false_cells : int
+        Sparse only: θ is chosen so that at most this many empty cells are
+        released in expectation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.noise import make_generator
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 1000, 1000), "EPSG:32615"), 100.0)
+    >>> h = noisy_histogram(g, np.array([0, 0, 5]), epsilon=1.0, rng=make_generator(1).generator)
+    >>> h.kind, h.count.size
+    ('dense', 100)
+    """
+    kind = choose_histogram(grid, method, max_dense_cells=max_dense_cells)
+    ids, counts = exact_counts(grid, cell_id)
+    if kind == "dense":
+        return dense_histogram(grid, ids, counts, epsilon=epsilon, sensitivity=sensitivity, rng=rng)
+    q = discrete_laplace_q(epsilon, sensitivity)
+    theta = sparse_threshold(grid.n_cells, q, max_false_cells)
+    return sparse_histogram(grid, ids, counts, epsilon=epsilon, sensitivity=sensitivity, theta=theta, rng=rng)

@@ -1,0 +1,482 @@
+"""Reading point layers and writing cluster layers with their privacy metadata.
+
+Input: GeoPackage, GeoJSON, Shapefile and anything else GDAL reads (through
+pyogrio, or fiona if pyogrio is missing), GeoParquet (through pyarrow), and
+CSV with coordinate columns. Point geometries are decoded straight from WKB
+into numpy arrays, without building one Python object per point.
+
+Output: GeoPackage (metadata in the ``gpkg_metadata`` table and the layer
+description) or GeoJSON (RFC 7946: EPSG:4326 lon/lat, counter-clockwise
+exteriors, the metadata in a top-level foreign member ``"dpgeo"``). Every
+write goes to a temporary file in the target folder that is renamed into
+place, so a failure never leaves a partial file.
+
+Counts about the private input (points read, dropped, outside the study
+area) are *diagnostics* for the data owner; they are returned separately and
+never written into an output layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+import shapely
+from pyproj import CRS
+
+from .errors import InputError, OutputError
+
+__all__ = [
+    "PointTable",
+    "read_points",
+    "points_from_frame",
+    "write_layer",
+    "read_layer_metadata",
+    "output_driver",
+    "METADATA_MEMBER",
+]
+
+#: Name of the GeoJSON foreign member / GeoPackage metadata key holding the metadata.
+METADATA_MEMBER = "dpgeo"
+
+_LON_NAMES = ("lon", "lng", "long", "longitude", "x_lon", "decimallongitude", "lon_wgs84")
+_LAT_NAMES = ("lat", "latitude", "y_lat", "decimallatitude", "lat_wgs84")
+_X_NAMES = ("x", "easting", "east", "xcoord", "x_coord", "point_x")
+_Y_NAMES = ("y", "northing", "north", "ycoord", "y_coord", "point_y")
+
+
+@dataclass
+class PointTable:
+    """Coordinates of a point layer in its own CRS (private data).
+
+    Attributes
+    ----------
+    x, y : numpy.ndarray
+        float64 coordinates of the usable points.
+    crs : pyproj.CRS
+    n_read : int
+        Records read.
+    n_dropped : int
+        Records dropped for null/empty geometry or non-finite coordinates.
+    source : str
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    crs: CRS
+    n_read: int
+    n_dropped: int
+    source: str = ""
+
+
+def read_points(path, *, layer=None, x=None, y=None, input_crs=None) -> PointTable:
+    """Read a point layer into coordinate arrays.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        GeoPackage, GeoJSON, Shapefile, GeoParquet (``.parquet``,
+        ``.geoparquet``) or CSV (``.csv``, ``.csv.gz``, ``.tsv``, ``.txt``).
+    layer : str, optional
+        Layer name for multi-layer files.
+    x, y : str, optional
+        CSV coordinate columns. By default common names are detected:
+        ``lon/lng/longitude`` and ``lat/latitude`` (then EPSG:4326 is assumed)
+        or ``x/easting`` and ``y/northing`` (then ``input_crs`` is required).
+    input_crs : anything pyproj accepts, optional
+        CRS of a layer or CSV that does not declare one.
+
+    Raises
+    ------
+    InputError
+        Unreadable or empty file, missing CRS, non-point geometries.
+    """
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise InputError(f"input file {p!r} does not exist")
+    low = p.lower()
+    if re.search(r"\.(csv|tsv|txt)(\.gz|\.bz2|\.zip|\.xz)?$", low):
+        table = _read_csv(p, x, y, input_crs)
+    else:
+        if x is not None or y is not None:
+            raise InputError("--x/--y name CSV columns; this input is a vector layer with geometries")
+        if low.endswith((".parquet", ".geoparquet", ".pq")):
+            wkb, crs, n_read = _read_geoparquet(p)
+        else:
+            wkb, crs, n_read = _read_ogr(p, layer)
+        crs = _resolve_crs(crs, input_crs, p)
+        xs, ys, n_drop = _decode_points(wkb)
+        table = PointTable(xs, ys, crs, n_read, n_drop, p)
+    if table.n_read == 0:
+        raise InputError(f"input {p!r} has no records")
+    if table.x.size == 0:
+        raise InputError(f"input {p!r} has no usable points ({table.n_dropped} empty or NaN dropped)")
+    return table
+
+
+def points_from_frame(gdf, *, input_crs=None) -> PointTable:
+    """Coordinates from a GeoDataFrame/GeoSeries of points."""
+    geoms = np.asarray(gdf.geometry.values if hasattr(gdf, "geometry") else gdf.values)
+    crs = _resolve_crs(gdf.crs, input_crs, "the GeoDataFrame")
+    n = len(geoms)
+    if n == 0:
+        raise InputError("the point layer has no records")
+    wkb = shapely.to_wkb(geoms)
+    xs, ys, n_drop = _decode_points(np.asarray(wkb, dtype=object))
+    if xs.size == 0:
+        raise InputError(f"the point layer has no usable points ({n_drop} empty or NaN dropped)")
+    return PointTable(xs, ys, crs, n, n_drop, "GeoDataFrame")
+
+
+# -- readers -------------------------------------------------------------------
+
+def _read_ogr(path, layer):
+    try:
+        import pyogrio
+    except ImportError:  # pragma: no cover - fiona fallback
+        return _read_fiona(path, layer)
+    try:
+        meta, table = pyogrio.read_arrow(path, layer=layer, columns=[], return_fids=False)
+    except Exception as exc:
+        raise InputError(f"cannot read {path!r} as a vector layer: {_short(exc)}") from None
+    gcol = meta.get("geometry_name") or "wkb_geometry"
+    if gcol not in table.column_names:
+        raise InputError(f"{path!r} has no geometry column; for a CSV give coordinate columns with --x/--y")
+    col = table.column(gcol).combine_chunks()
+    return col, meta.get("crs"), len(table)
+
+
+def _read_fiona(path, layer):  # pragma: no cover - exercised only without pyogrio
+    import geopandas as gpd
+
+    try:
+        gdf = gpd.read_file(path, layer=layer, engine="fiona")
+    except Exception as exc:
+        raise InputError(f"cannot read {path!r} as a vector layer: {_short(exc)}") from None
+    wkb = np.asarray(shapely.to_wkb(np.asarray(gdf.geometry.values)), dtype=object)
+    return wkb, gdf.crs, len(gdf)
+
+
+def _read_geoparquet(path):
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:
+        raise InputError(f"cannot read {path!r} as GeoParquet: {_short(exc)}") from None
+    md = pf.schema_arrow.metadata or {}
+    geo = md.get(b"geo")
+    if geo is None:
+        raise InputError(f"{path!r} is a Parquet file without GeoParquet 'geo' metadata")
+    geo = json.loads(geo)
+    gcol = geo.get("primary_column", "geometry")
+    cmeta = geo.get("columns", {}).get(gcol, {})
+    enc = cmeta.get("encoding", "WKB").lower()
+    # GeoParquet: a missing "crs" key means OGC:CRS84; an explicit null means unknown
+    crs = cmeta["crs"] if "crs" in cmeta else "OGC:CRS84"
+    if isinstance(crs, dict):
+        crs = json.dumps(crs)
+    col = pf.read(columns=[gcol]).column(gcol).combine_chunks()
+    if enc == "point":  # GeoArrow native point encoding: struct<x, y>
+        import pyarrow as pa
+
+        if isinstance(col.type, pa.StructType):
+            xs = col.field("x").to_numpy(zero_copy_only=False)
+            ys = col.field("y").to_numpy(zero_copy_only=False)
+            valid = ~np.asarray(col.is_null())
+            return _XY(xs[valid], ys[valid], int((~valid).sum())), crs, len(col)
+    elif enc != "wkb":
+        raise InputError(f"{path!r}: geometry encoding {enc!r} is not points; dpgeo needs point geometries")
+    return col, crs, len(col)
+
+
+@dataclass
+class _XY:
+    x: np.ndarray
+    y: np.ndarray
+    n_null: int
+
+
+def _read_csv(path, xcol, ycol, input_crs) -> PointTable:
+    import pandas as pd
+
+    sep = "\t" if ".tsv" in path.lower() else None
+    try:
+        head = pd.read_csv(path, nrows=0, sep=sep, engine="python" if sep is None else "c")
+    except Exception as exc:
+        raise InputError(f"cannot read {path!r} as CSV: {_short(exc)}") from None
+    cols = list(head.columns)
+    lower = {c.lower().strip(): c for c in cols}
+    assumed = None
+    if xcol is None and ycol is None:
+        lon = next((lower[n] for n in _LON_NAMES if n in lower), None)
+        lat = next((lower[n] for n in _LAT_NAMES if n in lower), None)
+        if lon and lat:
+            xcol, ycol = lon, lat
+            assumed = "EPSG:4326"
+        else:
+            xcol = next((lower[n] for n in _X_NAMES if n in lower), None)
+            ycol = next((lower[n] for n in _Y_NAMES if n in lower), None)
+        if not (xcol and ycol):
+            raise InputError(
+                f"cannot find coordinate columns in {os.path.basename(path)} (columns: {', '.join(cols[:12])}); "
+                "name them with --x COLUMN --y COLUMN"
+            )
+    else:
+        if not (xcol and ycol):
+            raise InputError("give both --x and --y")
+        for c in (xcol, ycol):
+            if c not in cols:
+                raise InputError(f"column {c!r} not in {os.path.basename(path)} (columns: {', '.join(cols[:12])})")
+    if input_crs is not None:
+        crs = _as_input_crs(input_crs)
+    elif assumed:
+        crs = CRS.from_user_input(assumed)
+    else:
+        raise InputError(
+            f"the CSV columns {xcol!r}/{ycol!r} carry no CRS; give --input-crs (e.g. --input-crs EPSG:26915)"
+        )
+    try:
+        df = pd.read_csv(path, usecols=[xcol, ycol], sep=sep, engine="python" if sep is None else "c")
+    except Exception as exc:
+        raise InputError(f"cannot read {path!r} as CSV: {_short(exc)}") from None
+    xs = pd.to_numeric(df[xcol], errors="coerce").to_numpy(dtype=float)
+    ys = pd.to_numeric(df[ycol], errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[ok], ys[ok]
+    if crs.is_geographic and xs.size and (np.abs(xs).max() > 180 or np.abs(ys).max() > 90):
+        raise InputError(
+            f"columns {xcol!r}/{ycol!r} hold values outside longitude/latitude range; "
+            "if they are projected coordinates give --input-crs"
+        )
+    return PointTable(xs, ys, crs, int(len(df)), int((~ok).sum()), path)
+
+
+def _resolve_crs(crs, input_crs, what) -> CRS:
+    if crs is None or crs == "":
+        if input_crs is None:
+            raise InputError(f"{what} has no CRS; give its CRS with --input-crs (e.g. --input-crs EPSG:4326)")
+        return _as_input_crs(input_crs)
+    try:
+        layer_crs = CRS.from_user_input(crs)
+    except Exception:
+        raise InputError(f"{what} has a CRS pyproj cannot read ({str(crs)[:60]}...)") from None
+    if input_crs is not None:
+        given = _as_input_crs(input_crs)
+        if not given.equals(layer_crs, ignore_axis_order=True):
+            raise InputError(
+                f"{what} declares {layer_crs.name} but --input-crs says {given.name}; "
+                "drop --input-crs (it is only for layers without a CRS) or fix the file"
+            )
+    return layer_crs
+
+
+def _as_input_crs(c) -> CRS:
+    try:
+        return CRS.from_user_input(c)
+    except Exception:
+        raise InputError(f"--input-crs {c!r} is not a CRS pyproj understands (try e.g. EPSG:4326)") from None
+
+
+def _decode_points(col):
+    """WKB (arrow binary array or object array) → x, y, number dropped."""
+    if isinstance(col, _XY):
+        ok = np.isfinite(col.x) & np.isfinite(col.y)
+        return col.x[ok].astype(float), col.y[ok].astype(float), int(col.n_null + (~ok).sum())
+    fast = _decode_wkb_points_arrow(col)
+    if fast is not None:
+        xs, ys, n_null = fast
+    else:
+        if hasattr(col, "to_numpy"):
+            col = col.to_numpy(zero_copy_only=False)
+        arr = np.asarray(col, dtype=object)
+        null = np.array([v is None for v in arr], dtype=bool) if arr.size else np.zeros(0, bool)
+        geoms = shapely.from_wkb(arr[~null], on_invalid="raise")
+        _check_point_types(shapely.get_type_id(geoms))
+        coords = shapely.get_coordinates(geoms)
+        # empty points have no coordinate: count them as dropped
+        has = shapely.get_num_coordinates(geoms) > 0
+        xs = np.full(geoms.size, np.nan)
+        ys = np.full(geoms.size, np.nan)
+        xs[has], ys[has] = coords[:, 0], coords[:, 1]
+        n_null = int(null.sum())
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    return xs[ok], ys[ok], int(n_null + (~ok).sum())
+
+
+def _decode_wkb_points_arrow(col):
+    """Vectorised decoding of 2-D little-endian WKB points from an arrow binary array."""
+    try:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover
+        return None
+    if not isinstance(col, pa.Array) or not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
+        return None
+    n = len(col)
+    bufs = col.buffers()
+    off_dtype = np.int64 if pa.types.is_large_binary(col.type) else np.int32
+    offsets = np.frombuffer(bufs[1], dtype=off_dtype, count=n + 1, offset=col.offset * off_dtype().itemsize)
+    lengths = np.diff(offsets)
+    valid = np.ones(n, dtype=bool) if col.null_count == 0 else ~np.asarray(col.is_null())
+    if not np.all(lengths[valid] == 21):
+        return None  # Z/M points, EWKB, or other geometries: take the general path
+    data = np.frombuffer(bufs[2], dtype=np.uint8)
+    starts = offsets[:-1][valid].astype(np.int64)
+    if starts.size == 0:
+        return np.zeros(0), np.zeros(0), int(n)
+    if col.null_count == 0 and starts[-1] - starts[0] == 21 * (n - 1):
+        raw = data[starts[0]:starts[0] + 21 * n].reshape(n, 21)  # contiguous records: no gather
+    else:
+        raw = data[starts[:, None] + np.arange(21)[None, :]]
+    if not (np.all(raw[:, 0] == 1) and np.all(np.ascontiguousarray(raw[:, 1:5]).view("<u4") == 1)):
+        return None  # big-endian or not a 2-D point: take the general path
+    xy = np.ascontiguousarray(raw[:, 5:21]).view("<f8")
+    return xy[:, 0].copy(), xy[:, 1].copy(), int((~valid).sum())
+
+
+def _check_point_types(type_ids):
+    bad = np.setdiff1d(np.unique(type_ids), [0])
+    if bad.size:
+        names = {1: "LineString", 2: "LinearRing", 3: "Polygon", 4: "MultiPoint", 5: "MultiLineString",
+                 6: "MultiPolygon", 7: "GeometryCollection"}
+        kinds = ", ".join(names.get(int(b), str(b)) for b in bad)
+        hint = (" (split multipoints into one point per row, and if one person can have several points "
+                "set --max-points-per-record)") if 4 in bad else ""
+        raise InputError(f"the input has {kinds} geometries; dpgeo needs a layer of points{hint}")
+
+
+# -- writers -----------------------------------------------------------------------
+
+def output_driver(path, driver=None) -> str:
+    """``"GPKG"`` or ``"GeoJSON"`` from ``driver`` or the file extension."""
+    if driver:
+        d = {"gpkg": "GPKG", "geopackage": "GPKG", "geojson": "GeoJSON", "json": "GeoJSON"}.get(driver.lower())
+        if d is None:
+            raise OutputError(f"output driver must be GPKG or GeoJSON, got {driver!r}")
+        return d
+    low = os.fspath(path).lower()
+    if low.endswith(".gpkg"):
+        return "GPKG"
+    if low.endswith((".geojson", ".json")):
+        return "GeoJSON"
+    raise OutputError(f"cannot tell the output format of {os.fspath(path)!r}: use a .gpkg or .geojson name")
+
+
+def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None) -> str:
+    """Write a cluster layer atomically, with its metadata.
+
+    Parameters
+    ----------
+    gdf : geopandas.GeoDataFrame
+        The cluster layer (any CRS).
+    path : str or os.PathLike
+    metadata : dict
+        JSON-serialisable privacy metadata.
+    driver : {"GPKG", "GeoJSON"}, optional
+        Default from the extension.
+    crs : optional
+        Output CRS for a GeoPackage (default: the layer's). GeoJSON is always
+        EPSG:4326 (RFC 7946); asking for another CRS is an error.
+    layer : str, optional
+        GeoPackage layer name (default: the file's stem).
+
+    Returns
+    -------
+    str
+        The path written.
+    """
+    path = os.fspath(path)
+    drv = output_driver(path, driver)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise OutputError(f"output folder {folder!r} does not exist")
+    if drv == "GeoJSON":
+        if crs is not None and not CRS.from_user_input(crs).equals(CRS.from_epsg(4326), ignore_axis_order=True):
+            raise OutputError("GeoJSON output is always EPSG:4326 (RFC 7946); drop --out-crs or write a .gpkg")
+        out = gdf.to_crs(4326)
+        out["geometry"] = shapely.orient_polygons(np.asarray(out.geometry.values)) if hasattr(
+            shapely, "orient_polygons") else out.geometry.values
+        out["geometry"] = shapely.set_precision(np.asarray(out.geometry.values), 1e-7, mode="pointwise")
+        fc = json.loads(out.to_json(drop_id=True))
+        fc.pop("crs", None)
+        fc[METADATA_MEMBER] = metadata
+        payload = json.dumps(fc, separators=(",", ":"), allow_nan=False)
+        _atomic(path, folder, ".geojson", lambda tmp: _write_text(tmp, payload))
+    else:
+        out = gdf if crs is None else gdf.to_crs(crs)
+        name = layer or os.path.splitext(os.path.basename(path))[0]
+        meta_json = json.dumps(metadata, separators=(",", ":"))
+        summary = (
+            f"dpgeo {metadata.get('mechanism', '')} layer; differentially_private="
+            f"{str(metadata.get('differentially_private')).lower()}; epsilon={metadata.get('epsilon')}"
+        )
+
+        def _w(tmp):
+            import pyogrio
+
+            pyogrio.write_dataframe(
+                out, tmp, layer=name, driver="GPKG",
+                layer_metadata={METADATA_MEMBER: meta_json,
+                                "DIFFERENTIALLY_PRIVATE": str(bool(metadata.get("differentially_private"))).upper()},
+                layer_options={"DESCRIPTION": summary, "IDENTIFIER": name},
+            )
+
+        _atomic(path, folder, ".gpkg", _w)
+    return path
+
+
+def _write_text(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _atomic(path, folder, suffix, writer):
+    fd, tmp = tempfile.mkstemp(prefix=".dpgeo-", suffix=suffix, dir=folder)
+    os.close(fd)
+    os.unlink(tmp)  # let the driver create it
+    try:
+        writer(tmp)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        for p in (tmp, tmp + "-wal", tmp + "-shm", tmp + "-journal"):
+            if os.path.exists(p):
+                os.unlink(p)
+        if isinstance(exc, (OutputError, KeyboardInterrupt)):
+            raise
+        raise OutputError(f"cannot write {path!r}: {_short(exc)}") from exc
+
+
+def read_layer_metadata(path) -> dict:
+    """The dpgeo metadata stored in a GeoPackage or GeoJSON written by dpgeo."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise InputError(f"{p!r} does not exist")
+    drv = output_driver(p)
+    if drv == "GeoJSON":
+        with open(p, encoding="utf-8") as f:
+            try:
+                doc = json.load(f)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{p!r} is not valid JSON: {exc}") from None
+        md = doc.get(METADATA_MEMBER) if isinstance(doc, dict) else None
+    else:
+        import pyogrio
+
+        md = None
+        for name, _ in pyogrio.list_layers(p):
+            lm = pyogrio.read_info(p, layer=name).get("layer_metadata") or {}
+            if METADATA_MEMBER in lm:
+                md = json.loads(lm[METADATA_MEMBER])
+                break
+    if md is None:
+        raise InputError(f"{p!r} has no dpgeo metadata (was it written by dpgeo?)")
+    return md
+
+
+def _short(exc) -> str:
+    s = str(exc).strip().splitlines()
+    return s[0] if s else type(exc).__name__

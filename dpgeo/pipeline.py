@@ -1,0 +1,417 @@
+"""Public entry points: points in, differentially private cluster layer out.
+
+Each entry point validates its parameters before touching the data, then
+runs the stages of the data flow — study area → projection → grid → DP
+histogram → mechanism → polygons — reporting progress between stages.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import numbers
+import warnings
+
+import numpy as np
+from pyproj import Transformer
+
+from ._version import __version__
+from .dbscan import DEFAULT_BETA, dbscan_cells, noise_bound
+from .domain import StudyArea, as_study_area
+from .errors import DomainError, InputError, NotPrivateWarning, ParameterError
+from .grid import Grid, cell_width_for_radius, neighbourhood_offsets
+from .histogram import (
+    DEFAULT_MAX_DENSE_CELLS,
+    DEFAULT_MAX_FALSE_CELLS,
+    choose_histogram,
+    noisy_histogram,
+    sparse_threshold,
+)
+from .io import PointTable, points_from_frame, read_points
+from .noise import discrete_laplace_q, make_generator, sum_interval_halfwidth
+from .polygons import cluster_polygons
+from .result import ClusterLayer
+
+__all__ = ["dbscan_spans", "noise_preview", "load_points", "prepare_points", "PreparedPoints"]
+
+
+# -- validation ------------------------------------------------------------------
+
+def check_epsilon(epsilon):
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) \
+            or epsilon <= 0:
+        raise ParameterError(f"epsilon (the privacy budget) must be a finite number > 0, got {epsilon!r}")
+    return float(epsilon)
+
+
+def check_positive(value, name, unit=""):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise ParameterError(f"{name} must be a number > 0{unit}, got {value!r}")
+    return float(value)
+
+
+def check_int(value, name, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_fraction(value, name, lo_open=True, hi_closed=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ParameterError(f"{name} must be a number, got {value!r}")
+    ok = (0 < value if lo_open else 0 <= value) and (value <= 1 if hi_closed else value < 1)
+    if not ok:
+        rng = f"{'(' if lo_open else '['}0, 1{']' if hi_closed else ')'}"
+        raise ParameterError(f"{name} must be in {rng}, got {value!r}")
+    return float(value)
+
+
+# -- points ----------------------------------------------------------------------
+
+def load_points(points, *, input_crs=None) -> PointTable:
+    """Coordinates from a path, GeoDataFrame/GeoSeries, (x, y, crs) tuple or PointTable."""
+    if isinstance(points, PointTable):
+        return points
+    if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
+        return read_points(points, input_crs=input_crs)
+    if hasattr(points, "crs") and (hasattr(points, "geometry") or type(points).__name__ == "GeoSeries"):
+        return points_from_frame(points, input_crs=input_crs)
+    if isinstance(points, tuple) and len(points) == 3:
+        x, y, crs = points
+        from .io import _resolve_crs
+
+        crs = _resolve_crs(crs, input_crs, "the coordinate arrays")
+        x = np.asarray(x, dtype=float).ravel()
+        y = np.asarray(y, dtype=float).ravel()
+        if x.shape != y.shape:
+            raise InputError(f"x and y must have the same length, got {x.size} and {y.size}")
+        ok = np.isfinite(x) & np.isfinite(y)
+        if x.size == 0:
+            raise InputError("the point arrays are empty")
+        if not ok.any():
+            raise InputError(f"no usable points: all {x.size} coordinates are NaN or infinite")
+        return PointTable(x[ok], y[ok], crs, int(x.size), int((~ok).sum()), "arrays")
+    raise InputError(
+        "points must be a GeoDataFrame/GeoSeries of points, a file path, or a tuple (x, y, crs); "
+        f"got {type(points).__name__}"
+    )
+
+
+class PreparedPoints:
+    """Points projected to the working CRS and assigned to the study area (private)."""
+
+    def __init__(self, area: StudyArea, x, y, diagnostics: dict):
+        self.area = area
+        self.x = x
+        self.y = y
+        self.diagnostics = diagnostics
+
+
+def prepare_points(points, *, domain, domain_crs=None, crs=None, domain_from_data=False,
+                   input_crs=None) -> PreparedPoints:
+    """Load points, fix the public study area and project the points into metres."""
+    if domain is not None and domain_from_data:
+        raise DomainError("give either a study area (--domain) or --domain-from-data, not both")
+    if domain is None and not domain_from_data:
+        as_study_area(None)  # raises the helpful message
+    area = None
+    if domain is not None:  # validate the public inputs before touching the data
+        area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
+    table = load_points(points, input_crs=input_crs)
+    if area is None:
+        area = StudyArea.from_points_extent(table.x, table.y, table.crs, working_crs=crs)
+    x, y = _project(table, area)
+    ok = np.isfinite(x) & np.isfinite(y)
+    n_bad = int((~ok).sum())
+    if n_bad:
+        x, y = x[ok], y[ok]
+    diag = {
+        "n_read": table.n_read,
+        "n_dropped_invalid": table.n_dropped + n_bad,
+        "input_crs": table.crs.to_string(),
+        "source": table.source,
+    }
+    return PreparedPoints(area, x, y, diag)
+
+
+def _project(table: PointTable, area: StudyArea):
+    if table.crs.equals(area.crs):
+        return table.x, table.y
+    tr = Transformer.from_crs(table.crs, area.crs, always_xy=True)
+    n = table.x.size
+    if n < 2_000_000:
+        return tr.transform(table.x, table.y, errcheck=False)
+    # PROJ releases the GIL: split big inputs over two threads
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = np.empty(n)
+    y = np.empty(n)
+    cuts = np.linspace(0, n, 3).astype(int)
+
+    def work(i):
+        t = Transformer.from_crs(table.crs, area.crs, always_xy=True)
+        a, b = cuts[i], cuts[i + 1]
+        x[a:b], y[a:b] = t.transform(table.x[a:b], table.y[a:b], errcheck=False)
+
+    with ThreadPoolExecutor(2) as ex:
+        list(ex.map(work, range(2)))
+    return x, y
+
+
+# -- metadata --------------------------------------------------------------------
+
+def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity):
+    reasons = []
+    if seeded:
+        reasons.append("a fixed random seed was used (reproducible noise is for tests only)")
+    if area.from_data:
+        reasons.append("the study area was derived from the private data's own extent")
+    return {
+        "mechanism": mechanism,
+        "method": method,
+        "differentially_private": not reasons,
+        "not_private_reasons": reasons,
+        "neighbouring_relation": (
+            f"add or remove one record; each record contributes at most {sensitivity:g} point(s)"
+        ),
+        "sensitivity_points_per_record": sensitivity,
+        "epsilon": epsilon,
+        "delta": 0.0,
+        "working_crs": _crs_label(area.crs),
+        "domain": area.to_metadata(),
+        "dpgeo_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+    }
+
+
+def _crs_label(crs):
+    e = crs.to_epsg()
+    return f"EPSG:{e}" if e else crs.name
+
+
+def _warn_if_not_private(md):
+    if not md["differentially_private"]:
+        warnings.warn("result is NOT differentially private: " + "; ".join(md["not_private_reasons"]),
+                      NotPrivateWarning, stacklevel=3)
+
+
+def _progress(cb, frac, msg):
+    if cb is not None:
+        cb(float(frac), msg)
+
+
+# -- DP-DBSCAN -------------------------------------------------------------------
+
+def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity):
+    epsilon = check_epsilon(epsilon)
+    radius_m = check_positive(radius_m, "radius", " (metres)")
+    min_points = check_int(min_points, "min_points (MinPts)")
+    beta = check_fraction(beta, "beta (failure probability of the noise bound)")
+    eta = check_fraction(eta, "eta (η′, cell width factor)", hi_closed=True)
+    if histogram not in ("auto", "dense", "sparse"):
+        raise ParameterError(f"histogram must be 'auto', 'dense' or 'sparse', got {histogram!r}")
+    if gamma not in ("exact", "laplace"):
+        raise ParameterError(f"gamma must be 'exact' or 'laplace', got {gamma!r}")
+    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
+    return epsilon, radius_m, min_points, beta, eta, sensitivity
+
+
+def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,
+                  max_dense_cells, max_false_cells):
+    """All public quantities of a DP-DBSCAN run (no data involved)."""
+    grid = Grid(area, cell_width_for_radius(radius_m, eta))
+    kappa = len(neighbourhood_offsets(eta))
+    kind = choose_histogram(grid, histogram, max_dense_cells=max_dense_cells)
+    q = discrete_laplace_q(epsilon, sensitivity)
+    theta = sparse_threshold(grid.n_cells, q, max_false_cells) if kind == "sparse" else None
+    bound = noise_bound(kappa=kappa, n_cells=grid.n_cells, q=q, epsilon_eff=epsilon / sensitivity,
+                        beta=beta, theta=theta, method=gamma)
+    params = {
+        "epsilon": epsilon,
+        "beta": beta,
+        "radius_m": radius_m,
+        "min_points": min_points,
+        "min_points_prime": min_points + bound.gamma + bound.gamma_low,
+        "core_threshold": min_points + bound.gamma,
+        "gamma": bound.gamma,
+        "gamma_low": bound.gamma_low,
+        "gamma_method": gamma,
+        "gamma_laplace": bound.gamma_laplace,
+        "kappa": kappa,
+        "eta": eta,
+        "cell_width_m": grid.cell_m,
+        "n_cells": grid.n_cells,
+        "histogram": kind,
+        "theta": theta,
+        "noise": "discrete Laplace (two-sided geometric)",
+        "noise_q": q,
+    }
+    return grid, kind, q, theta, bound, params
+
+
+def dbscan_spans(
+    points,
+    *,
+    epsilon: float,
+    radius_m: float,
+    min_points: int,
+    domain=None,
+    domain_crs=None,
+    crs=None,
+    beta: float = DEFAULT_BETA,
+    eta: float = 1.0,
+    histogram: str = "auto",
+    gamma: str = "exact",
+    sensitivity: int = 1,
+    seed: int | None = None,
+    domain_from_data: bool = False,
+    input_crs=None,
+    progress=None,
+    max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
+    max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
+) -> ClusterLayer:
+    """ε-differentially private DBSCAN cluster spans as a polygon layer.
+
+    Implements Qiu & Yi's DP-DBSCAN (Algorithm 1) with the linear-time sparse
+    histogram (Algorithm 2) for large grids and the tighter noise bound of
+    §7, in metres over a public study area.
+
+    Parameters
+    ----------
+    points : GeoDataFrame, GeoSeries, str or tuple
+        The private points: a point layer with a CRS, a file path, or
+        ``(x, y, crs)``.
+    epsilon : float
+        Privacy budget ε (> 0). The whole run is ε-DP (δ = 0).
+    radius_m : float
+        DBSCAN radius α in metres.
+    min_points : int
+        DBSCAN MinPts: a span must certainly hold cells whose α-neighbourhood
+        holds at least this many points.
+    domain : bbox, polygon, GeoDataFrame, path or StudyArea
+        The **public** study area. Points outside it are dropped.
+    domain_crs : optional
+        CRS of a bbox / shapely polygon domain (default EPSG:4326).
+    crs : optional
+        Working CRS (projected, metres); default the UTM zone of the study
+        area's centre.
+    beta : float
+        Failure probability of the noise bound Γ (default 0.05: with
+        probability ≥ 95% every reported core cell is a true candidate and
+        every cell with ≥ MinPts′ neighbours is reported).
+    eta : float
+        Cell width factor η′ in (0, 1]: cells are ``η′·α/√2`` metres wide.
+    histogram : {"auto", "dense", "sparse"}
+        DP histogram implementation; ``auto`` chooses from the number of
+        cells (public) and ``max_dense_cells``.
+    gamma : {"exact", "laplace"}
+        Γ from the exact law of the summed discrete noise (default), or the
+        paper's Γ_Lap.
+    sensitivity : int
+        Maximum points per record (default 1: one point per person).
+    seed : int, optional
+        Fixed seed for tests. The output is then marked **not private**.
+    domain_from_data : bool
+        Use the data's own extent as the study area. Exploration only; the
+        output is marked **not private**.
+    input_crs : optional
+        CRS for inputs that declare none.
+    progress : callable, optional
+        ``progress(fraction, message)`` between stages; raise from it to cancel.
+
+    Returns
+    -------
+    ClusterLayer
+
+    Examples
+    --------
+    >>> import numpy as np, dpgeo
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.r_[rng.normal(500, 30, 3000), rng.uniform(0, 2000, 500)]
+    >>> y = np.r_[rng.normal(500, 30, 3000), rng.uniform(0, 2000, 500)]
+    >>> res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), epsilon=1.0, radius_m=50, min_points=20,
+    ...                          domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", seed=1)
+    >>> len(res.layer), res.metadata["kappa"], res.metadata["differentially_private"]
+    (1, 21, False)
+    """
+    epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
+        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity)
+    noise_src = make_generator(seed)
+    _progress(progress, 0.0, "reading points")
+    prep = prepare_points(points, domain=domain, domain_crs=domain_crs, crs=crs,
+                          domain_from_data=domain_from_data, input_crs=input_crs)
+    _progress(progress, 0.25, "fixing the grid")
+    grid, kind, q, theta, bound, params = _dbscan_setup(
+        prep.area, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
+        histogram=histogram, gamma=gamma, sensitivity=sensitivity,
+        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells)
+    assign = grid.assign(prep.x, prep.y)
+    diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
+    if assign.n_in == 0:
+        diag["warning"] = "no point lies inside the study area"
+    _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
+    hist = noisy_histogram(grid, assign.cell_id, epsilon=epsilon, sensitivity=sensitivity,
+                           rng=noise_src.generator, method=kind, max_false_cells=max_false_cells)
+    del assign
+    _progress(progress, 0.6, "core cells and spans")
+    spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound)
+    _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
+    layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
+    md = base_metadata(method="dbscan_spans", mechanism="DP-DBSCAN spans (Qiu & Yi, Algorithm 1)",
+                       epsilon=epsilon, area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity)
+    md.update(params)
+    md["grid"] = grid.to_metadata()
+    md["n_clusters"] = spans.n_clusters
+    md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
+    _warn_if_not_private(md)
+    _progress(progress, 1.0, "done")
+    return ClusterLayer(layer=layer, metadata=md, diagnostics=diag, cells=spans)
+
+
+def noise_preview(
+    *,
+    epsilon: float,
+    radius_m: float,
+    min_points: int,
+    domain,
+    domain_crs=None,
+    crs=None,
+    beta: float = DEFAULT_BETA,
+    eta: float = 1.0,
+    histogram: str = "auto",
+    gamma: str = "exact",
+    sensitivity: int = 1,
+    max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
+    max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
+) -> dict:
+    """What a DP-DBSCAN run would look like, from public parameters alone (spends no budget).
+
+    Returns Γ, MinPts′ and the expected count error for the given ε, so a
+    budget can be chosen before any data is touched.
+
+    Returns
+    -------
+    dict
+        ``kappa``, ``n_cells``, ``cell_width_m``, ``histogram``, ``theta``,
+        ``gamma``, ``gamma_low``, ``min_points_prime``, ``core_threshold``,
+        ``count_error_95`` (half-width of the 95% interval of one cell's
+        count), ``count_sd`` (standard deviation of one cell's noise), ...
+
+    Examples
+    --------
+    >>> p = noise_preview(epsilon=1.0, radius_m=100, min_points=30, domain=(-93.33, 44.89, -93.19, 45.05))
+    >>> p["kappa"], p["count_error_95"]
+    (21, 3)
+    """
+    epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
+        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity)
+    area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
+    grid, kind, q, theta, bound, params = _dbscan_setup(
+        area, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
+        histogram=histogram, gamma=gamma, sensitivity=sensitivity,
+        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells)
+    params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
+    params["count_sd"] = math.sqrt(2 * q) / (1 - q)
+    params["working_crs"] = _crs_label(area.crs)
+    params["spends_budget"] = False
+    return params

@@ -1,0 +1,141 @@
+"""The discrete Laplace noise and the exact tail of its sums.
+
+Statistical tests use a fixed seed (deterministic) and a significance level
+of 1e-6: if the code were right and the seed arbitrary, each such test would
+fail with probability at most 1e-6; a wrong noise scale fails them by a wide
+margin (checked in the tests below with a deliberately wrong scale).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpgeo import noise
+from dpgeo.errors import ParameterError
+
+ALPHA = 1e-6
+
+
+def chi2_pvalue(samples, q, lo, hi):
+    """Chi-square goodness of fit of integer samples to the discrete Laplace law.
+
+    Bins: (-inf, lo-1], each integer lo..hi, [hi+1, inf), with lo = -hi <= -1.
+    """
+    edges = np.arange(lo, hi + 1)
+    obs = np.r_[(samples < lo).sum(), [(samples == v).sum() for v in edges], (samples > hi).sum()]
+    tail = q ** (hi + 1) / (1 + q)  # Pr[Z >= hi+1] = Pr[Z <= lo-1]
+    probs = np.r_[tail, noise.discrete_laplace_pmf(edges, q), tail]
+    assert abs(probs.sum() - 1) < 1e-12
+    exp = probs * samples.size
+    keep = exp > 5
+    obs, exp = obs[keep], exp[keep]
+    exp = exp * obs.sum() / exp.sum()
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 3.0])
+def test_discrete_laplace_goodness_of_fit(epsilon):
+    q = math.exp(-epsilon)
+    rng = noise.make_generator(12345).generator
+    z = noise.sample_discrete_laplace(rng, q, 200_000)
+    assert z.dtype == np.int64
+    hi = int(math.ceil(6 / epsilon))
+    p = chi2_pvalue(z, q, -hi, hi)
+    assert p > ALPHA
+
+
+def test_goodness_of_fit_detects_wrong_scale():
+    # the same test must reject noise drawn at 1.25x the scale
+    q_true = math.exp(-1.0)
+    rng = noise.make_generator(12345).generator
+    z = noise.sample_discrete_laplace(rng, math.exp(-1 / 1.25), 200_000)
+    p = chi2_pvalue(z, q_true, -6, 6)
+    assert p < ALPHA
+
+
+def test_variance_matches_formula():
+    q = math.exp(-0.5)
+    rng = noise.make_generator(3).generator
+    z = noise.sample_discrete_laplace(rng, q, 400_000)
+    var = noise.discrete_laplace_variance(q)
+    # sample variance sd ≈ sqrt((m4 - var²)/n); allow 6 sd (two-sided p ≈ 2e-9)
+    m4 = np.mean(z.astype(float) ** 4)
+    assert abs(z.var() - var) < 6 * math.sqrt((m4 - var**2) / z.size)
+    assert abs(z.mean()) < 6 * math.sqrt(var / z.size)
+
+
+def test_tail_sampler_is_conditional_law():
+    q = math.exp(-0.7)
+    theta = 4
+    rng = noise.make_generator(9).generator
+    z = noise.sample_discrete_laplace_tail(rng, q, theta, 100_000)
+    assert z.min() >= theta
+    # Z - theta ~ geometric on {0,1,...} with success 1-q
+    d = z - theta
+    edges = np.arange(0, 15)
+    obs = np.r_[[(d == k).sum() for k in edges], (d > 14).sum()]
+    probs = np.r_[(1 - q) * q**edges, q**15]
+    assert stats.chisquare(obs, probs * d.size).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("k,eps", [(1, 1.0), (5, 0.5), (21, 1.0), (21, 0.2)])
+def test_sum_tail_is_exact(k, eps):
+    q = math.exp(-eps)
+    # exact for k = 1: Pr[Z > t] = q^(t+1)/(1+q)
+    if k == 1:
+        for t in range(0, 6):
+            assert noise.sum_sf(t, 1, q)[0] == pytest.approx(q ** (t + 1) / (1 + q), rel=1e-9)
+    # against brute-force convolution of the pmf
+    support = np.arange(-400, 401)
+    pmf = noise.discrete_laplace_pmf(support, q)
+    conv = pmf.copy()
+    for _ in range(k - 1):
+        conv = np.convolve(conv, pmf)
+    vals = np.arange(conv.size) - 400 * k
+    for t in (0, 3, 10, 25):
+        assert noise.sum_sf(t, k, q)[0] == pytest.approx(conv[vals > t].sum(), rel=1e-6, abs=1e-300)
+
+
+def test_sum_bound_is_smallest():
+    q = math.exp(-1.0)
+    for tail in (0.1, 1e-4, 1e-9):
+        g = noise.sum_abs_bound(21, q, tail)
+        assert 2 * noise.sum_sf(g, 21, q)[0] <= tail < 2 * noise.sum_sf(g - 1, 21, q)[0]
+
+
+def test_positive_part_tail_against_simulation():
+    q = math.exp(-1.0)
+    rng = noise.make_generator(5).generator
+    z = noise.sample_discrete_laplace(rng, q, (200_000, 21))
+    s = np.maximum(z, 0).sum(axis=1)
+    for t in (5, 10, 15):
+        p = noise.sum_positive_part_sf(t, 21, q)[0]
+        obs = (s > t).mean()
+        assert abs(obs - p) < 6 * math.sqrt(p * (1 - p) / s.size)
+
+
+def test_interval_halfwidth_normal_branch_close_to_exact():
+    q = math.exp(-1.0)
+    exact = noise.sum_abs_bound(300, q, 0.05)
+    approx = noise.sum_interval_halfwidth(300, q)
+    assert abs(exact - approx) <= 2
+
+
+def test_generator_seeding():
+    a = noise.make_generator()
+    b = noise.make_generator()
+    assert not a.seeded and not b.seeded
+    assert not np.array_equal(a.generator.integers(0, 2**62, 4), b.generator.integers(0, 2**62, 4))
+    s1, s2 = noise.make_generator(42), noise.make_generator(42)
+    assert s1.seeded
+    assert np.array_equal(s1.generator.integers(0, 2**62, 4), s2.generator.integers(0, 2**62, 4))
+    with pytest.raises(ParameterError):
+        noise.make_generator(-1)
+
+
+def test_bad_epsilon():
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(ParameterError, match="epsilon"):
+            noise.discrete_laplace_q(bad)
