@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--eta", type=float, default=1.0, help="cell width factor η′ in (0, 1] (default 1)")
     g.add_argument("--histogram", choices=["auto", "dense", "sparse"], default="auto",
                    help="DP histogram: auto picks by the number of cells (default)")
-    g.add_argument("--gamma", choices=["exact", "laplace"], default="exact",
-                   help="noise bound: exact law of the summed noise (default) or the paper's Γ_Lap")
+    g.add_argument("--gamma", choices=["laplace", "exact"], default="laplace",
+                   help="core threshold bound: the paper's Γ_Lap (default; conservative, thinner spans) "
+                        "or the smallest exact bound (finds smaller clusters, fatter spans)")
     _add_domain_args(sp)
     g = sp.add_argument_group("output")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress or diagnostics")
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--beta", type=float, default=0.05)
     pv.add_argument("--eta", type=float, default=1.0)
     pv.add_argument("--histogram", choices=["auto", "dense", "sparse"], default="auto")
+    pv.add_argument("--gamma", choices=["laplace", "exact"], default="laplace")
     pv.add_argument("--max-points-per-record", type=int, default=1, metavar="N")
     pv.add_argument("--json", action="store_true", help="print JSON")
     _add_domain_args(pv, with_data_flag=False)
@@ -227,7 +229,8 @@ def _cmd_preview(args):
         as_study_area(None)
     p = noise_preview(epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
                       domain=args.domain, domain_crs=args.domain_crs, crs=args.crs, beta=args.beta,
-                      eta=args.eta, histogram=args.histogram, sensitivity=args.max_points_per_record)
+                      eta=args.eta, histogram=args.histogram, gamma=args.gamma,
+                      sensitivity=args.max_points_per_record)
     print(json.dumps(p, indent=2) if args.json else format_metadata(p))
     return 0
 

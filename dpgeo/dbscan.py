@@ -60,7 +60,7 @@ class NoiseBound:
         short of its true sum by more than ``gamma_low`` (includes ``κθ``
         for the sparse histogram).
     method : str
-        ``"exact"`` or ``"laplace"``.
+        ``"laplace"`` or ``"exact"``.
     gamma_laplace : float
         The paper's Γ_Lap (Thm 7.1) for the same setting, for reference.
     """
@@ -94,24 +94,30 @@ def noise_bound(
     max(Z, 0)``: the upper bound uses the exact law of ``Σ max(Z_i, 0)`` and
     the lower bound adds ``κθ``.
 
-    ``laplace``: the paper's Γ_Lap for both sides (plus ``κθ`` for sparse).
+    ``laplace`` (the default of :func:`dpgeo.dbscan_spans`): the paper's
+    Γ_Lap (plus ``κθ`` on the lower side for sparse), or the exact bound
+    where that is larger. Γ_Lap is proved for continuous Laplace noise; the
+    maximum keeps the guarantee for discrete noise. It is the more
+    conservative core threshold: spans are thinner and separate nearby
+    clusters better (see ``docs/privacy.md``).
     """
     if not 0 < beta < 1:
         raise ParameterError(f"beta must be in (0, 1), got {beta!r}")
+    if method not in ("exact", "laplace"):
+        raise ParameterError(f"gamma must be 'exact' or 'laplace', got {method!r}")
     tail = beta / (2.0 * n_cells)
     glap = gamma_laplace(kappa, n_cells, epsilon_eff, beta)
-    if method == "laplace":
-        up = glap
-        low = glap + (kappa * theta if theta else 0)
-    elif method == "exact":
-        two_sided = sum_abs_bound(kappa, q, 2.0 * tail)  # Pr[S > G] <= tail
-        if theta:
-            up = sum_positive_part_bound(kappa, q, tail)
-            low = two_sided + kappa * theta
-        else:
-            up = low = two_sided
+    two_sided = sum_abs_bound(kappa, q, 2.0 * tail)  # Pr[S > G] <= tail, each side
+    if theta:
+        up = sum_positive_part_bound(kappa, q, tail)
+        low = two_sided + kappa * theta
     else:
-        raise ParameterError(f"gamma must be 'exact' or 'laplace', got {method!r}")
+        up = low = two_sided
+    if method == "laplace":
+        # Γ_Lap is proved for continuous Laplace noise; taking the max with the
+        # exact bound keeps the guarantee for our discrete noise.
+        up = max(up, glap)
+        low = max(low, glap + (kappa * theta if theta else 0))
     return NoiseBound(float(up), float(low), method, glap)
 
 

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import shapely
 from pyproj import CRS, Transformer
-from pyproj.aoi import AreaOfInterest
-from pyproj.database import query_utm_crs_info
 
 from .errors import DomainError
 
@@ -223,9 +221,11 @@ def as_study_area(domain, *, domain_crs=None, working_crs=None) -> StudyArea:
         parts = s.split(",")
         if len(parts) == 4 and not os.path.exists(s):
             try:
-                return StudyArea.from_bbox([float(p) for p in parts], crs, working_crs=working_crs)
+                nums = [float(p) for p in parts]
             except ValueError:
-                pass
+                nums = None
+            if nums is not None:
+                return StudyArea.from_bbox(nums, crs, working_crs=working_crs)
         return StudyArea.from_file(s, working_crs=working_crs)
     if isinstance(domain, shapely.Geometry):
         return StudyArea.from_geometry(domain, crs, working_crs=working_crs)
@@ -241,9 +241,11 @@ def as_study_area(domain, *, domain_crs=None, working_crs=None) -> StudyArea:
 
 
 def utm_crs_for(lon: float, lat: float) -> CRS:
-    """The WGS 84 / UTM zone CRS whose area of use contains ``(lon, lat)``.
+    """The WGS 84 / UTM zone CRS (EPSG 326zz north, 327zz south) for ``(lon, lat)``.
 
-    Uses the PROJ database, so the Norway and Svalbard exceptions are honoured.
+    Zones are 6° wide from 180°W, with the two official exceptions: zone 32V
+    is widened to 3°–12°E over southern Norway (56°–64°N), and around
+    Svalbard (72°–84°N) zones 31X, 33X, 35X and 37X replace 32X, 34X and 36X.
 
     Examples
     --------
@@ -251,18 +253,20 @@ def utm_crs_for(lon: float, lat: float) -> CRS:
     32615
     >>> utm_crs_for(151.2, -33.9).to_epsg()    # Sydney
     32756
+    >>> utm_crs_for(5.3, 60.4).to_epsg()       # Bergen, zone 32V
+    32632
     """
-    infos = query_utm_crs_info(
-        datum_name="WGS 84",
-        area_of_interest=AreaOfInterest(lon, lat, lon, lat),
-    )
-    # prefer the plain "WGS 84 / UTM zone" CRSs (EPSG 326xx/327xx)
-    infos = [i for i in infos if i.auth_name == "EPSG" and i.code[:3] in ("326", "327")]
-    if not infos:
-        raise DomainError(f"no UTM zone covers lon={lon:.4f}, lat={lat:.4f}; pass a projected --crs")
-    north = lat >= 0
-    infos.sort(key=lambda i: (i.code.startswith("326") != north, i.code))
-    return CRS.from_epsg(int(infos[0].code))
+    if not (-180 <= lon <= 180 and -80 <= lat <= 84):
+        raise DomainError(
+            f"the study area's centre (lon={lon:.4f}, lat={lat:.4f}) is outside the UTM latitude range "
+            "80°S–84°N; pass a projected --crs"
+        )
+    zone = min(int((lon + 180) // 6) + 1, 60)
+    if 56 <= lat < 64 and 3 <= lon < 12:
+        zone = 32
+    elif 72 <= lat <= 84 and 0 <= lon < 42:
+        zone = 31 if lon < 9 else 33 if lon < 21 else 35 if lon < 33 else 37
+    return CRS.from_epsg((32600 if lat >= 0 else 32700) + zone)
 
 
 def working_crs_for(geom, src: CRS, working=None) -> CRS:

@@ -143,6 +143,16 @@ class Grid:
         """Runs of cells touching the study area, and the boundary cells."""
         w = self.cell_m
         poly = self.area.polygon
+        self._rect = self.area.is_rectangle
+        if self._rect:
+            # every cell of the bounding grid touches the rectangle; points are
+            # tested against its bounds
+            rows = np.arange(self.ny, dtype=np.int64)
+            self._runs = np.column_stack([rows, np.zeros_like(rows), np.full_like(rows, self.nx - 1)])
+            self._boundary_runs = np.zeros((0, 3), dtype=np.int64)
+            self._boundary_ids = np.zeros(0, dtype=np.int64)
+            self._finish_runs()
+            return
         rows = np.arange(self.ny)
         y0 = self.origin_y + rows * w
         strips = shapely.box(self.origin_x - w, y0, self.origin_x + (self.nx + 1) * w, y0 + w)
@@ -165,6 +175,9 @@ class Grid:
         bx1 = np.clip(np.floor((bb[:, 2] - self.origin_x) / w), 0, self.nx - 1).astype(np.int64)
         self._boundary_runs = _merge_runs(bidx.astype(np.int64), bx0, bx1)
         self._boundary_ids = _runs_to_ids(self._boundary_runs, self.nx)
+        self._finish_runs()
+
+    def _finish_runs(self):
         r = self._runs
         self._run_start = r[:, 0] * self.nx + r[:, 1]
         self._run_end = r[:, 0] * self.nx + r[:, 2]
@@ -227,6 +240,11 @@ class Grid:
         fx = np.floor((x - self.origin_x) / w)
         fy = np.floor((y - self.origin_y) / w)
         ok = (fx >= 0) & (fx < self.nx) & (fy >= 0) & (fy < self.ny)
+        if self._rect:
+            minx, miny, maxx, maxy = self.area.polygon.bounds
+            ok &= (x <= maxx) & (y <= maxy)
+            kept = (fy[ok] * self.nx + fx[ok]).astype(np.int64)
+            return PointAssignment(cell_id=kept, n_in=int(kept.size), n_outside=int(x.size - kept.size))
         ids = np.where(ok, fy * self.nx + fx, -1).astype(np.int64)
         if ok.any():
             sel = np.flatnonzero(ok)

@@ -211,9 +211,19 @@ def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, ga
     if histogram not in ("auto", "dense", "sparse"):
         raise ParameterError(f"histogram must be 'auto', 'dense' or 'sparse', got {histogram!r}")
     if gamma not in ("exact", "laplace"):
-        raise ParameterError(f"gamma must be 'exact' or 'laplace', got {gamma!r}")
+        raise ParameterError(f"gamma must be 'laplace' or 'exact', got {gamma!r}")
     sensitivity = check_int(sensitivity, "sensitivity (points per record)")
     return epsilon, radius_m, min_points, beta, eta, sensitivity
+
+
+def check_overlap(assign, prep):
+    """Refuse to run when no point lies in the study area (a local message to the data owner)."""
+    if assign.n_in == 0:
+        raise DomainError(
+            f"none of the {assign.n_outside:,} points lies inside the study area "
+            f"({prep.area.description}); check --domain and --domain-crs against the data's CRS "
+            f"({prep.diagnostics['input_crs']})"
+        )
 
 
 def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,
@@ -261,7 +271,7 @@ def dbscan_spans(
     beta: float = DEFAULT_BETA,
     eta: float = 1.0,
     histogram: str = "auto",
-    gamma: str = "exact",
+    gamma: str = "laplace",
     sensitivity: int = 1,
     seed: int | None = None,
     domain_from_data: bool = False,
@@ -304,9 +314,11 @@ def dbscan_spans(
     histogram : {"auto", "dense", "sparse"}
         DP histogram implementation; ``auto`` chooses from the number of
         cells (public) and ``max_dense_cells``.
-    gamma : {"exact", "laplace"}
-        Γ from the exact law of the summed discrete noise (default), or the
-        paper's Γ_Lap.
+    gamma : {"laplace", "exact"}
+        Core threshold bound. ``laplace`` (default): the paper's Γ_Lap, or the
+        exact bound if larger — conservative, thinner spans. ``exact``: the
+        smallest Γ with the guarantee, from the exact law of the summed
+        discrete noise — finds smaller clusters, fatter spans.
     sensitivity : int
         Maximum points per record (default 1: one point per person).
     seed : int, optional
@@ -347,8 +359,7 @@ def dbscan_spans(
         max_dense_cells=max_dense_cells, max_false_cells=max_false_cells)
     assign = grid.assign(prep.x, prep.y)
     diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
-    if assign.n_in == 0:
-        diag["warning"] = "no point lies inside the study area"
+    check_overlap(assign, prep)
     _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
     hist = noisy_histogram(grid, assign.cell_id, epsilon=epsilon, sensitivity=sensitivity,
                            rng=noise_src.generator, method=kind, max_false_cells=max_false_cells)
@@ -379,7 +390,7 @@ def noise_preview(
     beta: float = DEFAULT_BETA,
     eta: float = 1.0,
     histogram: str = "auto",
-    gamma: str = "exact",
+    gamma: str = "laplace",
     sensitivity: int = 1,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
