@@ -236,11 +236,7 @@ class SpanCells:
 
     def label_points(self, x, y) -> np.ndarray:
         """Span id of each projected point (0 = outside every span). Evaluation only."""
-        g = self.grid
-        fx = np.floor((np.asarray(x, float) - g.origin_x) / g.cell_m)
-        fy = np.floor((np.asarray(y, float) - g.origin_y) / g.cell_m)
-        ok = (fx >= 0) & (fx < g.nx) & (fy >= 0) & (fy < g.ny)
-        ids = np.where(ok, fy * g.nx + fx, 0).astype(np.int64)
+        ids, ok = self.grid.cell_index(x, y)
         out = np.zeros(ids.size, dtype=np.int64)
         if self.cell_id.size:
             pos = np.minimum(np.searchsorted(self.cell_id, ids), self.cell_id.size - 1)

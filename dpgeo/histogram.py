@@ -183,12 +183,13 @@ def sparse_histogram(grid, ids, counts, *, epsilon, sensitivity=1.0, theta, rng)
     m = int(rng.binomial(n_empty, p)) if n_empty > 0 else 0
     false_ids = _sample_empty_cells(grid, ids, m, rng)
     false_vals = sample_discrete_laplace_tail(rng, q, theta, m)
-    all_ids = np.concatenate([kept_ids, false_ids])
-    all_vals = np.concatenate([kept_vals, false_vals])
-    order = np.argsort(all_ids, kind="stable")
-    return NoisyHistogram(
-        grid, "sparse", all_ids[order], all_vals[order], float(epsilon), float(sensitivity), q, theta, m
-    )
+    # merge the (small) set of false cells into the sorted kept cells
+    order = np.argsort(false_ids)
+    false_ids, false_vals = false_ids[order], false_vals[order]
+    at = np.searchsorted(kept_ids, false_ids)
+    all_ids = np.insert(kept_ids, at, false_ids)
+    all_vals = np.insert(kept_vals, at, false_vals)
+    return NoisyHistogram(grid, "sparse", all_ids, all_vals, float(epsilon), float(sensitivity), q, theta, m)
 
 
 def _sample_empty_cells(grid: Grid, nonempty: np.ndarray, m: int, rng) -> np.ndarray:

@@ -1,0 +1,174 @@
+"""Speed and memory of DP-DBSCAN spans at city scale (prints figures; asserts nothing).
+
+Setting: the DP-DBSCAN paper's San Francisco taxi experiment — 11 million
+points over the public bbox 37.4–37.9°N, 122.1–122.7°W (≈ 53 × 55 km), radius
+20 m, MinPts 500, ε = 1. The points are synthetic (the taxi traces are not
+redistributable): 70% in 400 Gaussian hot spots of 30–400 m spread, 30%
+uniform background.
+
+Figures, each measured in a fresh subprocess (peak RSS from getrusage):
+
+1. mechanism: projected coordinates → cell sets (grid assignment, DP
+   histogram, core cells, merging). Target ≤ 1 s.
+2. end to end: GeoParquet file → GeoPackage of spans (read, project,
+   mechanism, polygons, write). Target ≤ 5 s.
+3. baselines in the same run: ``numpy.bincount`` of the same cells (the
+   least any histogram can cost) and ``geopandas.read_parquet`` + ``to_crs``
+   (the ordinary way to load and project such a file).
+
+Usage::
+
+    python benchmarks/bench_spans.py            # 11 M points
+    python benchmarks/bench_spans.py --n 2000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+BBOX = (-122.7, 37.4, -122.1, 37.9)
+
+
+def make_points(n, seed=0):
+    rng = np.random.default_rng(seed)
+    n_bg = int(n * 0.3)
+    n_cl = n - n_bg
+    k = 400
+    cx = rng.uniform(-122.52, -122.20, k)
+    cy = rng.uniform(37.55, 37.85, k)
+    sd_m = rng.uniform(30, 400, k)
+    w = rng.dirichlet(np.ones(k))
+    lab = rng.choice(k, size=n_cl, p=w)
+    m_per_deg_lat = 111_320.0
+    m_per_deg_lon = m_per_deg_lat * np.cos(np.deg2rad(37.65))
+    x = np.r_[cx[lab] + rng.normal(0, 1, n_cl) * sd_m[lab] / m_per_deg_lon, rng.uniform(BBOX[0], BBOX[2], n_bg)]
+    y = np.r_[cy[lab] + rng.normal(0, 1, n_cl) * sd_m[lab] / m_per_deg_lat, rng.uniform(BBOX[1], BBOX[3], n_bg)]
+    return x, y
+
+
+def write_geoparquet(path, x, y):
+    """GeoParquet 1.0 with WKB points, written without one Python object per point."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = x.size
+    rec = np.zeros(n, dtype=np.dtype([("bo", "u1"), ("t", "<u4"), ("x", "<f8"), ("y", "<f8")], align=False))
+    rec["bo"], rec["t"], rec["x"], rec["y"] = 1, 1, x, y
+    offsets = np.arange(0, 21 * (n + 1), 21, dtype=np.int32)
+    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rec.tobytes())])
+    geo = {"version": "1.0.0", "primary_column": "geometry",
+           "columns": {"geometry": {"encoding": "WKB", "geometry_types": ["Point"],
+                                    "bbox": [float(x.min()), float(y.min()), float(x.max()), float(y.max())]}}}
+    table = pa.table({"geometry": arr})
+    table = table.replace_schema_metadata({b"geo": json.dumps(geo).encode()})
+    pq.write_table(table, path, row_group_size=1 << 20)
+
+
+STAGES = {
+    "mechanism": """
+import numpy as np, time, dpgeo, json, sys
+from dpgeo.domain import StudyArea
+from dpgeo.pipeline import _dbscan_setup
+from dpgeo.histogram import noisy_histogram
+from dpgeo.dbscan import dbscan_cells
+from dpgeo.noise import make_generator
+d = np.load(sys.argv[1])
+x, y = d["x"], d["y"]
+area = StudyArea.from_bbox({bbox})
+grid, kind, q, theta, bound, params = _dbscan_setup(area, epsilon=1.0, radius_m=20.0, min_points=500, beta=0.05,
+    eta=1.0, histogram="auto", gamma="laplace", sensitivity=1, max_dense_cells=1 << 22, max_false_cells=1 << 18)
+t = time.perf_counter()
+a = grid.assign(x, y)
+h = noisy_histogram(grid, a.cell_id, epsilon=1.0, rng=make_generator().generator, method=kind)
+spans = dbscan_cells(h, min_points=500, eta=1.0, bound=bound)
+dt = time.perf_counter() - t
+print(json.dumps(dict(seconds=dt, clusters=spans.n_clusters, core_cells=int(spans.cell_id.size),
+                      cells=grid.n_cells, histogram=kind, theta=theta)))
+""",
+    "bincount_baseline": """
+import numpy as np, time, json, sys
+from dpgeo.domain import StudyArea
+from dpgeo.grid import Grid
+d = np.load(sys.argv[1])
+x, y = d["x"], d["y"]
+g = Grid(StudyArea.from_bbox({bbox}), 20 / 2 ** 0.5)
+t = time.perf_counter()
+ix = ((x - g.origin_x) // g.cell_m).astype(np.int64)
+iy = ((y - g.origin_y) // g.cell_m).astype(np.int64)
+c = np.bincount(iy * g.nx + ix, minlength=g.nx * g.ny)
+print(json.dumps(dict(seconds=time.perf_counter() - t)))
+""",
+    "end_to_end": """
+import time, json, sys, dpgeo
+t = time.perf_counter()
+r = dpgeo.dbscan_spans(sys.argv[1], epsilon=1.0, radius_m=20, min_points=500, domain={bbox})
+r.to_file(sys.argv[2])
+print(json.dumps(dict(seconds=time.perf_counter() - t, clusters=len(r.layer))))
+""",
+    "geopandas_load_baseline": """
+import time, json, sys, geopandas as gpd
+t = time.perf_counter()
+g = gpd.read_parquet(sys.argv[1]).to_crs(32610)
+print(json.dumps(dict(seconds=time.perf_counter() - t)))
+""",
+}
+
+
+def run_stage(name, *args):
+    """Run one stage in a fresh interpreter; its own peak RSS is read by itself."""
+    code = STAGES[name].replace("{bbox}", repr(BBOX))
+    code += "\nimport resource as _r\nprint(json.dumps({'rss_kb': _r.getrusage(_r.RUSAGE_SELF).ru_maxrss}))\n"
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"{name} failed:\n{p.stderr}")
+    lines = p.stdout.strip().splitlines()
+    out = json.loads(lines[-2])
+    out["peak_rss_mb"] = json.loads(lines[-1])["rss_kb"] / 1024
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=11_000_000, help="number of points (default 11 million)")
+    ap.add_argument("--workdir", default=None, help="keep the generated files here")
+    args = ap.parse_args()
+    work = args.workdir or tempfile.mkdtemp(prefix="dpgeo-bench-")
+    os.makedirs(work, exist_ok=True)
+    npz = os.path.join(work, f"points_{args.n}.npz")
+    pq_path = os.path.join(work, f"points_{args.n}.parquet")
+    if not (os.path.exists(npz) and os.path.exists(pq_path)):
+        t = time.perf_counter()
+        x, y = make_points(args.n)
+        write_geoparquet(pq_path, x, y)
+        from pyproj import Transformer
+
+        tr = Transformer.from_crs(4326, 32610, always_xy=True)
+        px, py = tr.transform(x, y)
+        np.savez(npz, x=px, y=py)
+        print(f"generated {args.n:,} points in {time.perf_counter() - t:.1f} s ({work})")
+    print(f"DP-DBSCAN spans, {args.n:,} points, radius 20 m, MinPts 500, epsilon 1, "
+          f"study area {BBOX} (SF taxi setting)\n")
+    rows = [
+        ("mechanism (projected coords -> cell sets)", run_stage("mechanism", npz), 1.0),
+        ("  baseline: numpy.bincount of the cells", run_stage("bincount_baseline", npz), None),
+        ("end to end (GeoParquet -> GeoPackage)", run_stage("end_to_end", pq_path, os.path.join(work, "o.gpkg")), 5.0),
+        ("  baseline: geopandas.read_parquet + to_crs", run_stage("geopandas_load_baseline", pq_path), None),
+    ]
+    for label, r, target in rows:
+        tgt = f"target <= {target:.0f} s: {'met' if r['seconds'] <= target else 'MISSED'}" if target else ""
+        extra = {k: v for k, v in r.items() if k not in ("seconds", "peak_rss_mb")}
+        print(f"{label:48s} {r['seconds']:7.2f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   {tgt}")
+        if extra:
+            print(f"{'':48s} {extra}")
+
+
+if __name__ == "__main__":
+    main()
