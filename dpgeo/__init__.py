@@ -6,7 +6,7 @@ The data flow is visible in the modules::
     grid       square cells over the study area, neighbourhoods
     histogram  ε-DP histograms of point counts (dense, sparse)
     dbscan     DP-DBSCAN spans (Qiu & Yi)
-    wavecluster DP WaveCluster (Chen, Yu & Chirkova)
+    wave       DP WaveCluster (Chen, Yu & Chirkova)
     polygons   cluster cells → (multi)polygons with noisy counts
     io         point layers in, cluster layers + privacy metadata out
 
@@ -31,12 +31,13 @@ from .errors import (
     ParameterError,
 )
 from .io import read_layer_metadata, read_points
-from .pipeline import dbscan_spans, noise_preview
+from .pipeline import dbscan_spans, noise_preview, wavecluster
 from .result import ClusterLayer
 
 __all__ = [
     "__version__",
     "dbscan_spans",
+    "wavecluster",
     "noise_preview",
     "ClusterLayer",
     "StudyArea",

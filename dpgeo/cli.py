@@ -133,13 +133,69 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_WAVECLUSTER_EXAMPLES = """\
+examples:
+  dpgeo wavecluster stops.gpkg -o hot.gpkg --method privthr --epsilon 1 --cell 200 \\
+      --domain minneapolis_study_area.geojson
+  dpgeo wavecluster stops.gpkg -o hot.geojson --method privthr-em --epsilon 1 --grid 128 \\
+      --percentile 60 --domain=-93.33,44.89,-93.19,45.06
+"""
+
+
 def _extra_commands(sub):
-    """Commands of other mechanism families register here."""
-    try:
-        from . import cli_wavecluster
-    except ImportError:
-        return
-    cli_wavecluster.register(sub, _add_input_args, _add_privacy_args, _add_domain_args)
+    wc = sub.add_parser(
+        "wavecluster", help="ε-DP WaveCluster hot-cell clusters (Chen, Yu & Chirkova)",
+        description="DP WaveCluster: noisy grid counts, wavelet approximation, private threshold, "
+                    "8-connected clusters, as a polygon layer.",
+        epilog=_WAVECLUSTER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_input_args(wc)
+    g = wc.add_argument_group("privacy")
+    g.add_argument("--epsilon", type=float, default=None, help="privacy budget ε (> 0); not used by exact")
+    g.add_argument("--max-points-per-record", type=int, default=1, metavar="N",
+                   help="points one record (person) may contribute; scales the noise (default 1)")
+    g.add_argument("--seed", type=int, default=None,
+                   help="fixed random seed, FOR TESTS ONLY: the output is marked not private")
+    g = wc.add_argument_group("WaveCluster")
+    g.add_argument("--method", choices=["privthr", "privthr-em", "privqt", "baseline", "exact"],
+                   default="privthr", help="mechanism (default privthr; exact is NOT private)")
+    size = g.add_mutually_exclusive_group(required=True)
+    size.add_argument("--cell", type=float, help="cell width in metres")
+    size.add_argument("--grid", type=int, help="cells along the longer side of the study area")
+    g.add_argument("--percentile", type=float, default=60.0,
+                   help="share p (0-100) of positive coefficients that are not significant (default 60)")
+    g.add_argument("--wavelet", choices=["haar", "bior2.2", "bior1.3", "db2"], default="haar")
+    g.add_argument("--count-split", type=float, default=None,
+                   help="share of ε for the counts (default 0.9 privthr, 0.7 privthr-em)")
+    g.add_argument("--count-cap", type=float, default=None, help="public cap on points per cell (privthr-em)")
+    g.add_argument("--n-public", type=int, default=None,
+                   help="publicly known number of points (baseline; else released with 5%% of ε)")
+    g.add_argument("--k-rule", choices=["direct", "prune", "prune-half"], default="direct",
+                   help="privthr: estimate of the number of significant coefficients (default direct)")
+    _add_domain_args(wc)
+    wc.add_argument("-q", "--quiet", action="store_true", help="no progress or diagnostics")
+    wc.set_defaults(func=_cmd_wavecluster)
+
+
+def _cmd_wavecluster(args):
+    from .io import read_points
+    from .pipeline import wavecluster
+
+    check_output_path(args.output)
+    domain = resolve_domain(args)
+    prog = _Progress(args.quiet)
+    prog(0.0, f"reading {args.input}")
+    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs)
+    res = wavecluster(
+        table, method=args.method, epsilon=args.epsilon, cell_m=args.cell, grid_size=args.grid,
+        percentile=args.percentile, domain=domain, crs=args.crs, wavelet=args.wavelet,
+        count_split=args.count_split, count_cap=args.count_cap, n_public=args.n_public, k_rule=args.k_rule,
+        sensitivity=args.max_points_per_record, seed=args.seed, domain_from_data=args.domain_from_data,
+        progress=prog,
+    )
+    res.to_file(args.output, crs=args.out_crs)
+    report_run(res, args, args.output)
+    return 0
 
 
 class _Progress:
@@ -188,7 +244,8 @@ def report_run(res, args, path):
         file=sys.stderr,
     )
     md = res.metadata
-    print(f"wrote {path}: {len(res.layer)} clusters; epsilon={md['epsilon']:g}; "
+    eps = "n/a" if md.get("epsilon") is None else f"{md['epsilon']:g}"
+    print(f"wrote {path}: {len(res.layer)} clusters; epsilon={eps}; "
           f"differentially_private={str(md['differentially_private']).lower()}", file=sys.stderr)
     if not md["differentially_private"]:
         print("WARNING: NOT differentially private: " + "; ".join(md["not_private_reasons"]), file=sys.stderr)

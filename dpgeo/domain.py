@@ -58,7 +58,7 @@ class StudyArea:
     >>> area.crs.to_epsg()
     32615
     >>> round(area.polygon.area / 1e6)  # km²
-    173
+    196
     """
 
     geometry: shapely.Geometry

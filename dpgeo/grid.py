@@ -106,6 +106,7 @@ class PointAssignment:
     cell_id: np.ndarray
     n_in: int
     n_outside: int
+    mask: np.ndarray | None = None
 
 
 class Grid:
@@ -272,7 +273,7 @@ class Grid:
             self._cls = cls
         return getattr(self, "_cls", None)
 
-    def assign(self, x: np.ndarray, y: np.ndarray) -> PointAssignment:
+    def assign(self, x: np.ndarray, y: np.ndarray, *, return_mask: bool = False) -> PointAssignment:
         """Flat cell ids of the points inside the study area.
 
         A point is kept when it lies inside (or on the edge of) the study area
@@ -281,7 +282,7 @@ class Grid:
         """
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
-        if x.size >= _PARALLEL_MIN_POINTS:
+        if x.size >= _PARALLEL_MIN_POINTS and not return_mask:
             # numpy releases the GIL in these loops: two halves on two threads
             from concurrent.futures import ThreadPoolExecutor
 
@@ -291,16 +292,16 @@ class Grid:
                 parts = list(ex.map(lambda sl: self._assign(x[sl], y[sl]), [slice(0, h), slice(h, None)]))
             kept = np.concatenate([p.cell_id for p in parts])
             return PointAssignment(cell_id=kept, n_in=int(kept.size), n_outside=int(x.size - kept.size))
-        return self._assign(x, y)
+        return self._assign(x, y, return_mask)
 
-    def _assign(self, x, y) -> PointAssignment:
+    def _assign(self, x, y, return_mask=False) -> PointAssignment:
         ids, ok = self.cell_index(x, y)
         if self._rect:
             minx, miny, maxx, maxy = self.area.polygon.bounds
             ok &= x <= maxx
             ok &= y <= maxy
             kept = ids[ok]
-            return PointAssignment(cell_id=kept, n_in=int(kept.size), n_outside=int(x.size - kept.size))
+            return PointAssignment(kept, int(kept.size), int(x.size - kept.size), ok if return_mask else None)
         cls = self._cell_classes()
         if cls is not None:
             ids[~ok] = 0
@@ -320,7 +321,7 @@ class Grid:
         if b.size:
             inside[b] = shapely.intersects_xy(self.area.polygon, x[b], y[b])
         kept = ids[inside]
-        return PointAssignment(cell_id=kept, n_in=int(kept.size), n_outside=int(x.size - kept.size))
+        return PointAssignment(kept, int(kept.size), int(x.size - kept.size), inside if return_mask else None)
 
     # -- geometry ------------------------------------------------------------
     def cell_xy(self, cell_id: np.ndarray):

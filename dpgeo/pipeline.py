@@ -32,7 +32,7 @@ from .noise import discrete_laplace_q, make_generator, sum_interval_halfwidth
 from .polygons import cluster_polygons
 from .result import ClusterLayer
 
-__all__ = ["dbscan_spans", "noise_preview", "load_points", "prepare_points", "PreparedPoints"]
+__all__ = ["dbscan_spans", "wavecluster", "noise_preview", "load_points", "prepare_points", "PreparedPoints"]
 
 
 # -- validation ------------------------------------------------------------------
@@ -426,3 +426,190 @@ def noise_preview(
     params["working_crs"] = _crs_label(area.crs)
     params["spends_budget"] = False
     return params
+
+
+# -- DP WaveCluster ----------------------------------------------------------------
+
+WAVECLUSTER_METHODS = ("privthr", "privthr-em", "privqt", "baseline", "exact")
+#: Largest grid (cells) WaveCluster works on; the wavelet transform is dense.
+MAX_WAVECLUSTER_CELLS = 1 << 26
+
+
+def _wavecluster_grid(area, cell_m, grid_size):
+    if (cell_m is None) == (grid_size is None):
+        raise ParameterError("give exactly one of cell_m (cell width in metres, --cell) or grid_size "
+                             "(cells per side of the study area, --grid)")
+    if grid_size is not None:
+        grid_size = check_int(grid_size, "grid_size (cells per side)", minimum=2)
+        b = area.polygon.bounds
+        cell_m = max(b[2] - b[0], b[3] - b[1]) / grid_size
+    cell_m = check_positive(cell_m, "cell_m (cell width)", " (metres)")
+    grid = Grid(area, cell_m)
+    if grid.nx * grid.ny > MAX_WAVECLUSTER_CELLS:
+        raise ParameterError(
+            f"a {grid.nx} x {grid.ny} grid is too large for WaveCluster (at most {MAX_WAVECLUSTER_CELLS:,} "
+            "cells); use a larger cell or a smaller study area"
+        )
+    return grid
+
+
+def wavecluster(
+    points,
+    *,
+    method: str = "privthr",
+    epsilon: float | None = None,
+    cell_m: float | None = None,
+    grid_size: int | None = None,
+    percentile: float = 60.0,
+    domain=None,
+    domain_crs=None,
+    crs=None,
+    wavelet: str = "haar",
+    mode: str = "zero",
+    count_split: float | None = None,
+    count_cap: float | None = None,
+    n_public: int | None = None,
+    k_rule: str = "direct",
+    sensitivity: int = 1,
+    seed: int | None = None,
+    domain_from_data: bool = False,
+    input_crs=None,
+    progress=None,
+) -> ClusterLayer:
+    """DP WaveCluster (Chen, Yu & Chirkova) as a polygon layer.
+
+    Counts on a grid over the public study area → (noisy) counts → level-1
+    wavelet approximation → significant coefficients (private threshold)
+    → 8-connected components → cells → polygons.
+
+    Parameters
+    ----------
+    points : GeoDataFrame, GeoSeries, str or tuple
+        The private points (see :func:`dbscan_spans`).
+    method : {"privthr", "privthr-em", "privqt", "baseline", "exact"}
+        ``privthr`` (default): noisy counts plus a noisy count of the
+        non-positive coefficients, ε split 0.9/0.1. ``privthr-em``: the
+        threshold by the exponential mechanism, split 0.7/0.3. ``privqt``:
+        noisy counts only. ``baseline``: DP synthetic points from adaptive
+        grids. ``exact``: non-private reference (marked not private).
+    epsilon : float
+        Privacy budget ε (> 0); not used by ``exact``.
+    cell_m, grid_size : float, int
+        Exactly one: the cell width in metres, or the number of cells along
+        the longer side of the study area.
+    percentile : float
+        ``p`` in [0, 100): share of the positive coefficients that are not
+        significant (default 60).
+    domain, domain_crs, crs
+        The public study area and working CRS, as for :func:`dbscan_spans`.
+    wavelet : {"haar", "bior2.2", "bior1.3", "db2"}
+    mode : str
+        Signal extension (default ``"zero"``); modes that wrap around are refused.
+    count_split : float, optional
+        Share of ε for the counts (PrivTHR 0.9, PrivTHR_EM 0.7 by default).
+    count_cap, n_public : optional
+        Public cap on points per cell / public number of points (EM
+        candidates; baseline's N — otherwise N is released with 5% of ε).
+    k_rule : {"direct", "prune", "prune-half"}
+        PrivTHR's estimate of the number of significant coefficients.
+    sensitivity : int
+        Maximum points per record (default 1).
+    seed : int, optional
+        Fixed seed for tests; the output is marked not private.
+    domain_from_data : bool
+        Exploration only; the output is marked not private.
+    progress : callable, optional
+        ``progress(fraction, message)`` between stages.
+
+    Returns
+    -------
+    ClusterLayer
+
+    Examples
+    --------
+    >>> import numpy as np, dpgeo
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.r_[rng.normal(300, 40, 4000), rng.normal(1400, 60, 4000)]
+    >>> y = np.r_[rng.normal(300, 40, 4000), rng.normal(1200, 60, 4000)]
+    >>> res = dpgeo.wavecluster((x, y, "EPSG:32615"), method="privthr", epsilon=1.0, cell_m=50,
+    ...                         domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", crs="EPSG:32615", seed=2)
+    >>> len(res.layer), res.metadata["method"]
+    (2, 'privthr')
+    """
+    if method not in WAVECLUSTER_METHODS:
+        raise ParameterError(f"method must be one of {', '.join(WAVECLUSTER_METHODS)}; got {method!r}")
+    if method != "exact":
+        if epsilon is None:
+            raise ParameterError(f"method {method!r} needs epsilon (the privacy budget)")
+        epsilon = check_epsilon(epsilon)
+    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
+    if not (isinstance(percentile, numbers.Real) and 0 <= percentile < 100):
+        raise ParameterError(f"percentile must be in [0, 100), got {percentile!r}")
+    if domain is not None:
+        _wavecluster_grid(as_study_area(domain, domain_crs=domain_crs, working_crs=crs), cell_m, grid_size)
+    from .wave import wavecluster_baseline, wavecluster_cells
+
+    noise_src = make_generator(seed)
+    _progress(progress, 0.0, "reading points")
+    prep = prepare_points(points, domain=domain, domain_crs=domain_crs, crs=crs,
+                          domain_from_data=domain_from_data, input_crs=input_crs)
+    grid = _wavecluster_grid(prep.area, cell_m, grid_size)
+    _progress(progress, 0.3, f"counting on a {grid.nx} x {grid.ny} grid")
+    assign = grid.assign(prep.x, prep.y, return_mask=(method == "baseline"))
+    check_overlap(assign, prep)
+    diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
+    _progress(progress, 0.5, f"{method}: wavelet approximation and threshold")
+    if method == "baseline":
+        res = wavecluster_baseline(prep.x[assign.mask], prep.y[assign.mask], bounds=grid.bounds,
+                                   shape=(grid.ny, grid.nx), epsilon=epsilon, percentile=percentile,
+                                   wavelet=wavelet, mode=mode, n_public=n_public, sensitivity=sensitivity,
+                                   rng=noise_src)
+    else:
+        counts = np.bincount(assign.cell_id, minlength=grid.nx * grid.ny).reshape(grid.ny, grid.nx)
+        res = wavecluster_cells(counts, method=method, epsilon=epsilon, percentile=percentile, wavelet=wavelet,
+                                mode=mode, count_split=count_split, count_cap=count_cap, n_public=n_public,
+                                sensitivity=sensitivity, universe=grid.universe_mask(), k_rule=k_rule,
+                                rng=noise_src)
+        if method == "exact":
+            res.noisy_counts = counts  # the true counts: the output is not private anyway
+        del counts
+    del assign
+    _progress(progress, 0.8, f"polygons for {res.n_clusters} clusters")
+    flat = res.labels.ravel()
+    cell_id = np.flatnonzero(flat)
+    label = flat[cell_id].astype(np.int64)
+    count = res.noisy_counts.ravel()[cell_id].astype(np.int64)
+    if method == "exact":
+        layer = cluster_polygons(grid, cell_id, label, count, q=None)
+    else:
+        layer = cluster_polygons(grid, cell_id, label, count, q=res.q)
+    md = base_metadata(method=method, mechanism=f"DP WaveCluster ({_WC_NAMES[method]})", epsilon=epsilon,
+                       area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity)
+    rep = dict(res.report)
+    reasons = md["not_private_reasons"] + [r for r in rep.pop("not_private_reasons", [])
+                                           if "seeded" not in r]
+    rep.pop("differentially_private", None)
+    rep.pop("epsilon", None)
+    rep.pop("mechanism", None)
+    md.update(rep)
+    md["not_private_reasons"] = reasons
+    md["differentially_private"] = not reasons
+    md["percentile"] = float(percentile)
+    md["cell_width_m"] = grid.cell_m
+    md["n_cells"] = grid.n_cells
+    md["grid"] = grid.to_metadata()
+    md["n_clusters"] = res.n_clusters
+    md["dp_count_interval"] = (
+        "none: exact counts (not private)" if method == "exact" else
+        "none: baseline counts are synthetic" if res.q is None else
+        "95%: sum of released cell counts ± noise quantile, clipped at 0")
+    _warn_if_not_private(md)
+    _progress(progress, 1.0, "done")
+    from .dbscan import SpanCells
+
+    cells = SpanCells(grid, cell_id, label, count, res.n_clusters)
+    return ClusterLayer(layer=layer, metadata=md, diagnostics=diag, cells=cells)
+
+
+_WC_NAMES = {"privthr": "PrivTHR", "privthr-em": "PrivTHR_EM", "privqt": "PrivQT",
+             "baseline": "Baseline: DP synthetic points from adaptive grids", "exact": "exact, not private"}

@@ -45,8 +45,10 @@ def cluster_polygons(
     grid : Grid
     cell_id, label, count : numpy.ndarray
         Flat id, cluster id (1..k) and released noisy count of each cluster cell.
-    q : float
-        Noise decay of the released counts (for the interval).
+    q : float or None
+        Noise decay of the released counts (for the interval). ``None``: the
+        counts carry no per-cell noise (exact, or synthetic), and
+        ``dp_count_low``/``dp_count_high`` are left empty (null).
     theta : int, optional
         Sparse-histogram threshold; a cell released as 0 may hold up to
         ``θ - 1 + |Z|`` points, which widens the upper end of the interval.
@@ -100,17 +102,22 @@ def cluster_polygons(
         geoms = _to_multipolygon(geoms)
     n_cells = np.asarray(n_cells, dtype=np.int64)
     sums = np.asarray(sums, dtype=np.int64)
-    cache = {}
-    half = np.array([cache.setdefault(int(n), sum_interval_halfwidth(int(n), q, level)) for n in n_cells],
-                    dtype=np.int64)
-    extra = (np.asarray(zeros, dtype=np.int64) * (theta - 1)) if theta else np.zeros_like(sums)
+    import pandas as pd
+
+    if q is None:
+        low = high = pd.array([None] * k, dtype="Int64")
+    else:
+        half = np.array([sum_interval_halfwidth(int(n), q, level) for n in n_cells], dtype=np.int64)
+        extra = (np.asarray(zeros, dtype=np.int64) * (theta - 1)) if theta else np.zeros_like(sums)
+        low = np.maximum(sums - half, 0)
+        high = np.maximum(sums + half + extra, 0)
     data = {
         "cluster_id": np.arange(1, k + 1, dtype=np.int64),
         "n_cells": n_cells,
         "area_m2": shapely.area(geoms).astype(float) if geoms.size else np.zeros(0),
         "dp_count": np.maximum(sums, 0),
-        "dp_count_low": np.maximum(sums - half, 0),
-        "dp_count_high": np.maximum(sums + half + extra, 0),
+        "dp_count_low": low,
+        "dp_count_high": high,
     }
     return gpd.GeoDataFrame(data, geometry=gpd.GeoSeries(geoms, crs=grid.area.crs), crs=grid.area.crs)
 
