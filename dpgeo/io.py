@@ -309,7 +309,12 @@ def _decode_points(col):
 
 
 def _decode_wkb_points_arrow(col):
-    """Vectorised decoding of 2-D little-endian WKB points from an arrow binary array."""
+    """Vectorised decoding of 2-D little-endian WKB points from an arrow binary array.
+
+    Returns ``(x, y, n_null)``, or ``None`` when the array holds anything
+    else (Z/M points, EWKB, big-endian, other geometry types): the caller
+    then takes the general shapely path.
+    """
     try:
         import pyarrow as pa
     except ImportError:  # pragma: no cover
@@ -317,25 +322,32 @@ def _decode_wkb_points_arrow(col):
     if not isinstance(col, pa.Array) or not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
         return None
     n = len(col)
+    if n == 0:
+        return np.zeros(0), np.zeros(0), 0
     bufs = col.buffers()
     off_dtype = np.int64 if pa.types.is_large_binary(col.type) else np.int32
     offsets = np.frombuffer(bufs[1], dtype=off_dtype, count=n + 1, offset=col.offset * off_dtype().itemsize)
-    lengths = np.diff(offsets)
-    valid = np.ones(n, dtype=bool) if col.null_count == 0 else ~np.asarray(col.is_null())
-    if not np.all(lengths[valid] == 21):
-        return None  # Z/M points, EWKB, or other geometries: take the general path
-    data = np.frombuffer(bufs[2], dtype=np.uint8)
-    starts = offsets[:-1][valid].astype(np.int64)
-    if starts.size == 0:
-        return np.zeros(0), np.zeros(0), int(n)
-    if col.null_count == 0 and starts[-1] - starts[0] == 21 * (n - 1):
-        raw = data[starts[0]:starts[0] + 21 * n].reshape(n, 21)  # contiguous records: no gather
+    if col.null_count == 0:
+        # the usual case: contiguous 21-byte records, read in place as a packed record array
+        if offsets[-1] - offsets[0] != 21 * n or not np.all(np.diff(offsets) == 21):
+            return None
+        rec = np.frombuffer(bufs[2], dtype=_WKB_POINT, count=n, offset=int(offsets[0]))
+        n_null = 0
     else:
-        raw = data[starts[:, None] + np.arange(21)[None, :]]
-    if not (np.all(raw[:, 0] == 1) and np.all(np.ascontiguousarray(raw[:, 1:5]).view("<u4") == 1)):
-        return None  # big-endian or not a 2-D point: take the general path
-    xy = np.ascontiguousarray(raw[:, 5:21]).view("<f8")
-    return xy[:, 0].copy(), xy[:, 1].copy(), int((~valid).sum())
+        valid = ~np.asarray(col.is_null())
+        if not np.all(np.diff(offsets)[valid] == 21):
+            return None
+        starts = offsets[:-1][valid].astype(np.int64)
+        data = np.frombuffer(bufs[2], dtype=np.uint8)
+        rec = data[starts[:, None] + np.arange(21)[None, :]].copy().view(_WKB_POINT).ravel()
+        n_null = int(n - starts.size)
+    if not (np.all(rec["order"] == 1) and np.all(rec["type"] == 1)):
+        return None
+    return rec["x"].copy(), rec["y"].copy(), n_null
+
+
+#: A little-endian 2-D WKB point: byte order, geometry type, x, y (21 bytes, packed).
+_WKB_POINT = np.dtype([("order", "u1"), ("type", "<u4"), ("x", "<f8"), ("y", "<f8")])
 
 
 def _check_point_types(type_ids):
