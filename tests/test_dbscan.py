@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 import dpgeo
-from conftest import BENCH_CRS, load_benchmark
+from helpers import BENCH_CRS, load_benchmark
 from dpgeo.dbscan import gamma_laplace, merge_cells, neighbourhood_sums, noise_bound
 from dpgeo.domain import StudyArea
 from dpgeo.grid import Grid, neighbourhood_offsets

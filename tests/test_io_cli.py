@@ -12,7 +12,7 @@ import pytest
 import shapely
 
 import dpgeo
-from conftest import SAMPLE_AREA, SAMPLE_POINTS
+from helpers import SAMPLE_AREA, SAMPLE_POINTS
 from dpgeo.cli import main
 
 SPANS = ["--epsilon", "1", "--radius", "150", "--min-points", "40"]

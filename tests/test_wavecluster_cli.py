@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dpgeo
-from conftest import SAMPLE_AREA, SAMPLE_POINTS
+from helpers import SAMPLE_AREA, SAMPLE_POINTS
 from test_io_cli import COLUMNS, run_cli
 
 

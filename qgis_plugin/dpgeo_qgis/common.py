@@ -1,0 +1,679 @@
+"""Shared plumbing of the dpgeo Processing algorithms.
+
+Everything here is conversion between QGIS and the dpgeo library: QGIS
+layers to coordinate arrays, QGIS parameters to library keyword arguments,
+the library's cluster layer to QGIS features, and the library's privacy
+metadata to QGIS layer metadata. There is no privacy mechanism in the plugin.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import warnings
+
+from qgis.core import (
+    QgsCoordinateReferenceSystem,
+    QgsCoordinateTransform,
+    QgsDataProvider,
+    QgsFeature,
+    QgsFeatureRequest,
+    QgsFeatureSink,
+    QgsField,
+    QgsFields,
+    QgsGeometry,
+    QgsLayerMetadata,
+    QgsPoint,
+    QgsProcessing,
+    QgsProcessingAlgorithm,
+    QgsProcessingException,
+    QgsProcessingFeatureSource,
+    QgsProcessingLayerPostProcessorInterface,
+    QgsProcessingOutputBoolean,
+    QgsProcessingOutputNumber,
+    QgsProcessingOutputString,
+    QgsProcessingParameterCrs,
+    QgsProcessingParameterDefinition,
+    QgsProcessingParameterExtent,
+    QgsProcessingParameterFeatureSink,
+    QgsProcessingParameterFeatureSource,
+    QgsProcessingParameterNumber,
+    QgsProcessingUtils,
+    QgsProviderRegistry,
+    QgsRectangle,
+    QgsWkbTypes,
+)
+from qgis.PyQt import sip
+from qgis.PyQt.QtCore import QCoreApplication, QVariant
+
+from .deps import DpgeoImportError, import_dpgeo
+from .style import style_cluster_layer
+
+__all__ = [
+    "DpgeoAlgorithmBase",
+    "Cancelled",
+    "apply_metadata",
+    "read_points",
+]
+
+#: Fraction of the progress bar used by each stage of a run.
+_READ, _LIBRARY, _WRITE = 0.15, 0.80, 0.05
+
+#: Known attribute columns of the library's cluster layer and their QGIS types.
+_KNOWN_FIELDS = {
+    "cluster_id": QVariant.Int,
+    "n_cells": QVariant.Int,
+    "area_m2": QVariant.Double,
+    "dp_count": QVariant.LongLong,
+    "dp_count_low": QVariant.LongLong,
+    "dp_count_high": QVariant.LongLong,
+}
+
+#: Post-processors handed to QGIS (C++-owned) keep their Python side alive until QGIS calls them.
+_POST_PROCESSORS = collections.deque(maxlen=32)
+
+
+def tr(text: str) -> str:
+    return QCoreApplication.translate("dpgeo", text)
+
+
+class Cancelled(Exception):
+    """Raised from the progress callback when the user cancels."""
+
+
+def is_set(value) -> bool:
+    """Whether a raw Processing parameter value was given."""
+    if value is None:
+        return False
+    if isinstance(value, QVariant):
+        return not value.isNull()
+    if isinstance(value, str):
+        return value.strip() != ""
+    return True
+
+
+def crs_for_library(crs: QgsCoordinateReferenceSystem) -> str:
+    """A CRS string pyproj understands: the authority id when there is one, else WKT2."""
+    authid = crs.authid()
+    if authid and authid.upper().startswith(("EPSG:", "ESRI:", "IAU")):
+        return authid
+    return crs.toWkt(QgsCoordinateReferenceSystem.WKT_PREFERRED)
+
+
+def qgis_crs_from_pyproj(crs) -> QgsCoordinateReferenceSystem:
+    """QGIS CRS from a pyproj CRS (EPSG code when it has one)."""
+    epsg = None
+    try:
+        epsg = crs.to_epsg()
+    except Exception:  # pragma: no cover
+        pass
+    if epsg:
+        q = QgsCoordinateReferenceSystem(f"EPSG:{epsg}")
+        if q.isValid():
+            return q
+    return QgsCoordinateReferenceSystem.fromWkt(crs.to_wkt())
+
+
+def read_points(source, feedback, *, start=0.0, span=_READ):
+    """Coordinates of a point source as ``(x, y, crs_string, n_null)``.
+
+    Only geometries are read (no attributes, no validity checks). Plain points
+    are read directly; anything else (multipoints, curves in a point layer)
+    is decoded in bulk with shapely. Single-part multipoints are accepted; a
+    feature with several points raises, because each feature must be one
+    record. Features without geometry are counted in ``n_null``.
+    """
+    import numpy as np
+
+    crs = source.sourceCrs()
+    if not crs.isValid():
+        raise QgsProcessingException(
+            tr("The point layer has no coordinate reference system. Set its CRS "
+               "(Layer Properties ▸ Source) and run again.")
+        )
+    total = max(int(source.featureCount()), 0)
+    request = QgsFeatureRequest().setNoAttributes()
+    features = source.getFeatures(request, QgsProcessingFeatureSource.FlagSkipGeometryValidityChecks)
+    step = max(total // 50, 5000)
+    xs, ys, others = [], [], []
+    n_null = 0
+    for i, feature in enumerate(features):
+        if i % step == 0:
+            if feedback.isCanceled():
+                raise Cancelled()
+            if total:
+                feedback.setProgress(100.0 * (start + span * min(i / total, 1.0)))
+        geom = feature.geometry()
+        if geom.isNull():
+            n_null += 1
+            continue
+        p = geom.constGet()
+        if type(p) is QgsPoint:
+            xs.append(p.x())
+            ys.append(p.y())
+        else:
+            others.append(bytes(geom.asWkb()))
+    x = np.asarray(xs, dtype=float)
+    y = np.asarray(ys, dtype=float)
+    if others:
+        import shapely
+
+        geoms = shapely.from_wkb(np.asarray(others, dtype=object))
+        if not np.all(shapely.get_type_id(geoms) == 4):  # 4 = MultiPoint
+            raise QgsProcessingException(tr("The input layer must contain points only."))
+        parts = shapely.get_num_geometries(geoms)
+        if parts.max() > 1:
+            raise QgsProcessingException(
+                tr("{} features of the input layer are multipoints with more than one point. Each "
+                   "feature must be one point (one record). Run 'Multipart to singleparts' first, and if one "
+                   "record can have several points set 'Maximum points per record'.").format(int((parts > 1).sum()))
+            )
+        nonempty = parts == 1
+        n_null += int((~nonempty).sum())
+        coords = shapely.get_coordinates(geoms[nonempty])
+        x = np.concatenate([x, coords[:, 0]])
+        y = np.concatenate([y, coords[:, 1]])
+    feedback.setProgress(100.0 * (start + span))
+    return x, y, crs_for_library(crs), n_null
+
+
+def _union_polygons(source):
+    """Union of the polygons of a (public) polygon source, as a shapely geometry."""
+    import numpy as np
+    import shapely
+
+    wkbs = [bytes(f.geometry().asWkb()) for f in source.getFeatures(QgsFeatureRequest().setNoAttributes())
+            if f.hasGeometry()]
+    if not wkbs:
+        raise QgsProcessingException(tr("The study area layer has no polygons."))
+    geoms = shapely.from_wkb(np.asarray(wkbs, dtype=object))
+    return shapely.union_all(geoms)
+
+
+class _MetadataPostProcessor(QgsProcessingLayerPostProcessorInterface):
+    """Applies privacy metadata and the cluster style to the layer QGIS loads."""
+
+    def __init__(self, metadata: dict, summary: str, title: str):
+        super().__init__()
+        self.metadata = metadata
+        self.summary = summary
+        self.title = title
+
+    def postProcessLayer(self, layer, context, feedback):  # noqa: N802 (QGIS API)
+        apply_metadata(layer, self.metadata, self.summary, self.title)
+        style_cluster_layer(layer)
+
+
+def apply_metadata(layer, metadata: dict, summary: str, title: str) -> None:
+    """Put the library's privacy metadata on a QGIS layer (abstract, keywords, custom property)."""
+    private = bool(metadata.get("differentially_private"))
+    md = QgsLayerMetadata(layer.metadata())
+    md.setTitle(title)
+    md.setAbstract(
+        summary.rstrip()
+        + "\n\n"
+        + ("" if private else "NOT DIFFERENTIALLY PRIVATE: do not publish this layer.\n\n")
+        + "dpgeo metadata (JSON):\n"
+        + json.dumps(metadata, indent=2, sort_keys=True, default=str)
+    )
+    keywords = ["differential privacy", str(metadata.get("mechanism", "dpgeo"))]
+    keywords.append("differentially private" if private else "NOT differentially private")
+    if "epsilon" in metadata:
+        keywords.append(f"epsilon={metadata['epsilon']}")
+    md.setKeywords({"dpgeo": keywords})
+    version = metadata.get("dpgeo_version", "?")
+    md.setHistory(list(md.history()) + [f"Created by the dpgeo QGIS plugin (dpgeo {version})"])
+    layer.setMetadata(md)
+    layer.setCustomProperty("dpgeo/metadata", json.dumps(metadata, sort_keys=True, default=str))
+    layer.setCustomProperty("dpgeo/differentially_private", private)
+
+
+def _file_layer_uri(layer) -> str:
+    """The OGR uri of ``layer`` with its layer name spelt out (needed to store metadata in a GeoPackage)."""
+    registry = QgsProviderRegistry.instance()
+    parts = registry.decodeUri("ogr", layer.source())
+    if not parts.get("layerName"):
+        subs = layer.dataProvider().subLayers()
+        if subs:
+            fields = subs[0].split(QgsDataProvider.sublayerSeparator())
+            if len(fields) > 1 and fields[1]:
+                parts["layerName"] = fields[1]
+                parts.pop("layerId", None)
+    return registry.encodeUri("ogr", parts)
+
+
+def _persist(layer, feedback) -> None:
+    """Store metadata and style in the output file itself when it is a file (GeoPackage etc.)."""
+    if layer.providerType() != "ogr":
+        return
+    uri = _file_layer_uri(layer)
+    try:
+        ok, err = QgsProviderRegistry.instance().saveLayerMetadata("ogr", uri, layer.metadata())
+    except Exception as exc:  # e.g. a format without metadata support
+        ok, err = False, str(exc)
+    if not ok:
+        err, ok = layer.saveDefaultMetadata()  # falls back to a .qmd file next to the data
+    if not ok:
+        feedback.pushWarning(tr("Could not store the privacy metadata in the output file ({}); "
+                                "it is in the log above.").format(err))
+    if ".gpkg" in uri.lower():
+        err = layer.saveStyleToDatabase("dpgeo", "dpgeo cluster style", True, "")
+        if err:
+            feedback.pushInfo(tr("Style not stored in the GeoPackage: {}").format(err))
+    else:
+        layer.saveDefaultStyle()
+
+
+class DpgeoAlgorithmBase(QgsProcessingAlgorithm):
+    """Base of the dpgeo algorithms: parameters shared by all of them and the run plumbing."""
+
+    INPUT = "INPUT"
+    EPSILON = "EPSILON"
+    STUDY_AREA_EXTENT = "STUDY_AREA_EXTENT"
+    STUDY_AREA_LAYER = "STUDY_AREA_LAYER"
+    WORKING_CRS = "WORKING_CRS"
+    OUTPUT_CRS = "OUTPUT_CRS"
+    SEED = "SEED"
+    OUTPUT = "OUTPUT"
+    # outputs
+    DIFFERENTIALLY_PRIVATE = "DIFFERENTIALLY_PRIVATE"
+    N_CLUSTERS = "N_CLUSTERS"
+    METADATA_JSON = "METADATA_JSON"
+
+    #: Title used for the result layer (subclasses override).
+    result_title = "dpgeo clusters"
+
+    def __init__(self):
+        super().__init__()
+        self._dest_id = None
+        self._results = {}
+        self._metadata = None
+        self._summary = ""
+
+    # -- QGIS boilerplate ------------------------------------------------------
+    def tr(self, text):
+        return tr(text)
+
+    def createInstance(self):  # noqa: N802 (QGIS API)
+        return type(self)()
+
+    def group(self):
+        return ""
+
+    def groupId(self):  # noqa: N802 (QGIS API)
+        return ""
+
+    def icon(self):
+        from .plugin import plugin_icon
+
+        return plugin_icon()
+
+    def helpUrl(self):  # noqa: N802 (QGIS API)
+        return "https://github.com/dpgeo/dpgeo/blob/main/docs/qgis.md"
+
+    def canExecute(self):  # noqa: N802 (QGIS API)
+        try:
+            import_dpgeo()
+        except DpgeoImportError as err:
+            return False, str(err)
+        return True, ""
+
+    # -- parameter helpers -----------------------------------------------------
+    def add_input(self):
+        self.addParameter(
+            QgsProcessingParameterFeatureSource(
+                self.INPUT,
+                self.tr("Private point layer"),
+                [QgsProcessing.TypeVectorPoint],
+            )
+        )
+
+    def add_epsilon(self, default=1.0):
+        p = QgsProcessingParameterNumber(
+            self.EPSILON,
+            self.tr("Privacy budget ε (smaller = more private, noisier)"),
+            QgsProcessingParameterNumber.Double,
+            defaultValue=default,
+            minValue=1e-6,
+        )
+        p.setHelp(self.tr("Total privacy budget spent on this run."))
+        self.addParameter(p)
+
+    def add_study_area(self, data_fallback=True):
+        label = self.tr("Public study area — extent")
+        help_text = self.tr("A public extent that contains the points, e.g. the city's bounding box. Never take "
+                            "it from the private layer.")
+        if data_fallback:
+            label = self.tr("Public study area — extent (give none: result NOT private)")
+            help_text += self.tr(" If neither an extent nor a polygon layer is given, the private layer's own "
+                                 "extent is used and the result is marked not differentially private.")
+        p = QgsProcessingParameterExtent(self.STUDY_AREA_EXTENT, label, optional=True)
+        p.setHelp(help_text)
+        self.addParameter(p)
+        q = QgsProcessingParameterFeatureSource(
+            self.STUDY_AREA_LAYER,
+            self.tr("Public study area — polygon layer (e.g. the city boundary)"),
+            [QgsProcessing.TypeVectorPolygon],
+            optional=True,
+        )
+        q.setHelp(self.tr("Polygons of a public study area; their union is used."))
+        self.addParameter(q)
+
+    def add_crs_params(self):
+        w = QgsProcessingParameterCrs(
+            self.WORKING_CRS,
+            self.tr("Working CRS in metres (default: UTM zone of the study area)"),
+            optional=True,
+        )
+        w.setFlags(w.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+        self.addParameter(w)
+        self.addParameter(
+            QgsProcessingParameterCrs(
+                self.OUTPUT_CRS,
+                self.tr("Output CRS (default: the working CRS)"),
+                optional=True,
+            )
+        )
+
+    def add_seed(self):
+        p = QgsProcessingParameterNumber(
+            self.SEED,
+            self.tr("Test seed (for tests only: makes the result NOT private)"),
+            QgsProcessingParameterNumber.Integer,
+            optional=True,
+            minValue=0,
+        )
+        p.setFlags(p.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+        self.addParameter(p)
+
+    def add_output(self):
+        self.addParameter(
+            QgsProcessingParameterFeatureSink(
+                self.OUTPUT,
+                self.tr("DP cluster polygons"),
+                QgsProcessing.TypeVectorPolygon,
+            )
+        )
+        self.addOutput(QgsProcessingOutputBoolean(self.DIFFERENTIALLY_PRIVATE,
+                                                  self.tr("Result is differentially private")))
+        self.addOutput(QgsProcessingOutputNumber(self.N_CLUSTERS, self.tr("Number of clusters")))
+        self.addOutput(QgsProcessingOutputString(self.METADATA_JSON, self.tr("Privacy metadata (JSON)")))
+
+    # -- parameter readers -----------------------------------------------------
+    def optional_int(self, parameters, name, context):
+        if not is_set(parameters.get(name)):
+            return None
+        return self.parameterAsInt(parameters, name, context)
+
+    def optional_double(self, parameters, name, context):
+        if not is_set(parameters.get(name)):
+            return None
+        return self.parameterAsDouble(parameters, name, context)
+
+    def working_crs(self, parameters, context):
+        if not is_set(parameters.get(self.WORKING_CRS)):
+            return None
+        crs = self.parameterAsCrs(parameters, self.WORKING_CRS, context)
+        return crs_for_library(crs) if crs.isValid() else None
+
+    def study_area(self, parameters, context, feedback, source=None):
+        """Library keyword arguments for the study area: ``domain``, ``domain_crs``, ``domain_from_data``."""
+        has_extent = is_set(parameters.get(self.STUDY_AREA_EXTENT))
+        has_layer = is_set(parameters.get(self.STUDY_AREA_LAYER))
+        if has_extent and has_layer:
+            raise QgsProcessingException(
+                self.tr("Give the public study area either as an extent or as a polygon layer, not both.")
+            )
+        if has_layer:
+            area = self.parameterAsSource(parameters, self.STUDY_AREA_LAYER, context)
+            if area is None:
+                raise QgsProcessingException(self.tr("The study area layer cannot be read."))
+            if not area.sourceCrs().isValid():
+                raise QgsProcessingException(self.tr("The study area layer has no coordinate reference system."))
+            feedback.pushInfo(self.tr("Study area: the polygons of the study area layer (public)."))
+            return {"domain": _union_polygons(area), "domain_crs": crs_for_library(area.sourceCrs()),
+                    "domain_from_data": False}
+        if has_extent:
+            rect = self.parameterAsExtent(parameters, self.STUDY_AREA_EXTENT, context)
+            crs = self.parameterAsExtentCrs(parameters, self.STUDY_AREA_EXTENT, context)
+            if not crs.isValid():
+                crs = QgsCoordinateReferenceSystem("EPSG:4326")
+                feedback.pushInfo(self.tr("The study area extent has no CRS; taking it as EPSG:4326 "
+                                          "longitude/latitude."))
+            bounds = (rect.xMinimum(), rect.yMinimum(), rect.xMaximum(), rect.yMaximum())
+            if source is not None and self._same_as_layer_extent(rect, crs, source, context):
+                # e.g. picked with "Calculate from layer" on the private layer itself
+                feedback.reportError(
+                    self.tr("The study area extent is the private layer's own extent. An extent computed from "
+                            "the private points is not protected by differential privacy, so the library derives "
+                            "the grid from the data and this result is marked NOT differentially private. Use a "
+                            "public extent (e.g. the city's official boundary) instead."),
+                    False,
+                )
+                return {"domain": None, "domain_crs": None, "domain_from_data": True}
+            feedback.pushInfo(self.tr("Study area: extent {} ({}).").format(
+                ", ".join(f"{v:.6g}" for v in bounds), crs.authid() or crs.description()))
+            return {"domain": bounds, "domain_crs": crs_for_library(crs), "domain_from_data": False}
+        # Nothing given: fall back to the private layer's own extent, which is not private.
+        if source is None:
+            raise QgsProcessingException(self.tr("Give a public study area (an extent or a polygon layer)."))
+        feedback.reportError(
+            self.tr("No study area was given, so the private layer's own extent is used. That extent is computed "
+                    "from the private points without any privacy protection, so this result is NOT "
+                    "differentially private and must not be published. To get a private result, give a public "
+                    "study area (an extent or a polygon layer such as the city boundary)."),
+            False,
+        )
+        return {"domain": None, "domain_crs": None, "domain_from_data": True}
+
+    @staticmethod
+    def _same_as_layer_extent(rect, crs, source, context) -> bool:
+        """Whether an extent equals the private layer's extent (e.g. picked with 'Calculate from layer')."""
+        layer_rect = QgsRectangle(source.sourceExtent())
+        if layer_rect.isNull():
+            return False
+        if crs != source.sourceCrs():
+            try:
+                ct = QgsCoordinateTransform(source.sourceCrs(), crs, context.transformContext())
+                layer_rect = ct.transformBoundingBox(layer_rect)
+            except Exception:
+                return False
+        tol_x = 1e-6 * max(layer_rect.width(), 1e-9)
+        tol_y = 1e-6 * max(layer_rect.height(), 1e-9)
+        return (abs(rect.xMinimum() - layer_rect.xMinimum()) <= tol_x
+                and abs(rect.xMaximum() - layer_rect.xMaximum()) <= tol_x
+                and abs(rect.yMinimum() - layer_rect.yMinimum()) <= tol_y
+                and abs(rect.yMaximum() - layer_rect.yMaximum()) <= tol_y)
+
+    # -- running the library ---------------------------------------------------
+    def progress_callback(self, feedback, start=_READ, span=_LIBRARY):
+        def progress(fraction, message=""):
+            if feedback.isCanceled():
+                raise Cancelled()
+            try:
+                f = min(max(float(fraction), 0.0), 1.0)
+            except (TypeError, ValueError):
+                f = 0.0
+            feedback.setProgress(100.0 * (start + span * f))
+            if message:
+                feedback.setProgressText(str(message))
+
+        return progress
+
+    def call_library(self, func, feedback, *args, **kwargs):
+        """Call a dpgeo function, turning its errors, warnings and cancellation into QGIS terms."""
+        dpgeo = import_dpgeo()
+        from dpgeo.errors import DpgeoError
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                result = func(*args, **kwargs)
+            except Cancelled:
+                raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written.")) from None
+            except DpgeoError as err:
+                raise QgsProcessingException(str(err)) from err
+        for w in caught:
+            if issubclass(w.category, dpgeo.errors.NotPrivateWarning):
+                feedback.reportError(self.tr("NOT PRIVATE: {}").format(w.message), False)
+            elif not issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+                feedback.pushWarning(str(w.message))
+        return result
+
+    def load_dpgeo(self, feedback):
+        """The dpgeo module, or a QgsProcessingException that says how to install it."""
+        try:
+            dpgeo = import_dpgeo()
+        except DpgeoImportError as err:
+            raise QgsProcessingException(str(err)) from err
+        feedback.pushInfo(self.tr("Using dpgeo {} from {}").format(
+            getattr(dpgeo, "__version__", "?"), os.path.dirname(getattr(dpgeo, "__file__", "") or "")))
+        return dpgeo
+
+    def run_points_algorithm(self, parameters, context, feedback, func, kwargs):
+        """Read the points, run ``func(points, **kwargs)`` and write the sink."""
+        source = self.parameterAsSource(parameters, self.INPUT, context)
+        if source is None:
+            raise QgsProcessingException(self.invalidSourceError(parameters, self.INPUT))
+        try:
+            x, y, crs, n_null = read_points(source, feedback)
+        except Cancelled:
+            raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written.")) from None
+        if n_null:
+            feedback.pushInfo(self.tr("{} features without a point geometry were skipped.").format(n_null))
+        if x.size == 0:
+            raise QgsProcessingException(self.tr("The point layer has no points (after skipping empty geometries)."))
+        area = self.study_area(parameters, context, feedback, source)
+        if area["domain_from_data"]:  # the library derives the extent from the points themselves
+            area = {"domain": None, "domain_from_data": True}
+        kwargs.update(area)
+        working = self.working_crs(parameters, context)
+        if working:
+            kwargs["crs"] = working
+        seed = self.optional_int(parameters, self.SEED, context)
+        if seed is not None:
+            kwargs["seed"] = seed
+            feedback.reportError(self.tr("A test seed was given: the noise is reproducible, so this result is "
+                                         "NOT differentially private."), False)
+        kwargs["progress"] = self.progress_callback(feedback)
+        result = self.call_library(func, feedback, (x, y, crs), **kwargs)
+        if feedback.isCanceled():
+            raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written."))
+        return self.write_result(result, parameters, context, feedback)
+
+    def write_result(self, result, parameters, context, feedback):
+        """Turn ``result.layer`` into sink features, log the summary, prepare the metadata."""
+        import numpy as np
+        import shapely
+
+        gdf = result.layer
+        metadata = dict(result.metadata)
+        summary = result.summary()
+        src_crs = qgis_crs_from_pyproj(gdf.crs)
+        out_crs = src_crs
+        if is_set(parameters.get(self.OUTPUT_CRS)):
+            requested = self.parameterAsCrs(parameters, self.OUTPUT_CRS, context)
+            if requested.isValid():
+                out_crs = requested
+
+        columns = [c for c in gdf.columns if c != gdf.geometry.name]
+        fields = QgsFields()
+        for c in columns:
+            ftype = _KNOWN_FIELDS.get(c)
+            if ftype is None:
+                kind = np.asarray(gdf[c]).dtype.kind
+                ftype = {"i": QVariant.LongLong, "u": QVariant.LongLong, "f": QVariant.Double,
+                         "b": QVariant.Bool}.get(kind, QVariant.String)
+            fields.append(QgsField(c, ftype))
+
+        sink, dest_id = self.parameterAsSink(parameters, self.OUTPUT, context, fields,
+                                             QgsWkbTypes.MultiPolygon, out_crs)
+        if sink is None:
+            raise QgsProcessingException(self.invalidSinkError(parameters, self.OUTPUT))
+
+        transform = None
+        if out_crs != src_crs:
+            transform = QgsCoordinateTransform(src_crs, out_crs, context.transformContext())
+        wkbs = shapely.to_wkb(np.asarray(gdf.geometry.values, dtype=object)) if len(gdf) else []
+        rows = gdf[columns].astype(object).where(gdf[columns].notna(), None).values.tolist() if len(gdf) else []
+        features = []
+        for wkb, row in zip(wkbs, rows):  # noqa: B905 (same length; Python 3.9 in some QGIS 3.22)
+            geom = QgsGeometry()
+            geom.fromWkb(bytes(wkb))
+            if transform is not None:
+                geom.transform(transform)
+            geom.convertToMultiType()
+            f = QgsFeature(fields)
+            f.setGeometry(geom)
+            f.setAttributes([_plain(v) for v in row])
+            features.append(f)
+        if not sink.addFeatures(features, QgsFeatureSink.FastInsert):
+            raise QgsProcessingException(self.tr("Could not write the cluster polygons: {}").format(
+                sink.lastError() if hasattr(sink, "lastError") else ""))
+        feedback.setProgress(100.0)
+
+        private = bool(metadata.get("differentially_private"))
+        feedback.pushInfo("")
+        feedback.pushInfo(summary)
+        if not private:
+            reasons = metadata.get("not_private_reasons") or []
+            feedback.reportError(
+                self.tr("This result is NOT differentially private: {}").format("; ".join(map(str, reasons))
+                                                                               or self.tr("see the metadata")),
+                False,
+            )
+        diagnostics = getattr(result, "diagnostics", None) or {}
+        if diagnostics:
+            feedback.pushInfo(self.tr("Local diagnostics about the private input (never published): {}").format(
+                ", ".join(f"{k}={v}" for k, v in diagnostics.items())))
+
+        self._dest_id = dest_id
+        self._metadata = metadata
+        self._summary = summary
+        metadata_json = json.dumps(metadata, sort_keys=True, default=str)
+        self._results = {
+            self.OUTPUT: dest_id,
+            self.DIFFERENTIALLY_PRIVATE: private,
+            self.N_CLUSTERS: len(gdf),
+            self.METADATA_JSON: metadata_json,
+        }
+        return dict(self._results)
+
+    def layer_title(self):
+        private = bool((self._metadata or {}).get("differentially_private"))
+        eps = (self._metadata or {}).get("epsilon")
+        tail = "differentially private" if private else "NOT private"
+        return f"{self.result_title} (ε={eps}, {tail})" if eps is not None else f"{self.result_title} ({tail})"
+
+    def postProcessAlgorithm(self, context, feedback):  # noqa: N802 (QGIS API)
+        if not self._dest_id or self._metadata is None:
+            return dict(self._results)
+        title = self.layer_title()
+        layer = QgsProcessingUtils.mapLayerFromString(self._dest_id, context)
+        if layer is not None:
+            apply_metadata(layer, self._metadata, self._summary, title)
+            style_cluster_layer(layer)
+            _persist(layer, feedback)
+        if context.willLoadLayerOnCompletion(self._dest_id):
+            pp = _MetadataPostProcessor(self._metadata, self._summary, title)
+            # The processing context deletes its post-processors: hand ownership to C++ (so that Python
+            # never deletes it a second time) and keep the Python object alive until then.
+            sip.transferto(pp, None)
+            _POST_PROCESSORS.append(pp)
+            details = context.layerToLoadOnCompletionDetails(self._dest_id)
+            details.setPostProcessor(pp)
+            details.name = title  # e.g. "DP-DBSCAN cluster spans (ε=1.0, differentially private)"
+        return dict(self._results)
+
+
+def _plain(v):
+    """numpy scalars and NaN to plain Python values QGIS accepts."""
+    if v is None:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v

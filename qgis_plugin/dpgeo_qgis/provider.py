@@ -1,0 +1,41 @@
+"""The "dpgeo" Processing provider."""
+
+from __future__ import annotations
+
+from qgis.core import QgsProcessingProvider
+
+from .algorithms import ALGORITHMS
+
+__all__ = ["DpgeoProvider", "PROVIDER_ID"]
+
+#: Provider id: algorithms are called ``dpgeo:<name>``.
+PROVIDER_ID = "dpgeo"
+
+
+class DpgeoProvider(QgsProcessingProvider):
+    """Differentially private cluster maps (DP-DBSCAN spans, DP WaveCluster, noise preview)."""
+
+    def id(self):
+        return PROVIDER_ID
+
+    def name(self):
+        return "dpgeo"
+
+    def longName(self):  # noqa: N802 (QGIS API)
+        from . import plugin_version
+
+        return f"dpgeo — differentially private cluster maps ({plugin_version()})"
+
+    def icon(self):
+        from .plugin import plugin_icon
+
+        return plugin_icon()
+
+    def svgIconPath(self):  # noqa: N802 (QGIS API)
+        from .plugin import ICON_PATH
+
+        return ICON_PATH
+
+    def loadAlgorithms(self):  # noqa: N802 (QGIS API)
+        for cls in ALGORITHMS:
+            self.addAlgorithm(cls())

@@ -1,0 +1,113 @@
+"""End to end in real QGIS: processing.run("dpgeo:...") with the real dpgeo library on the sample layer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.qgis
+
+FIELDS = ["cluster_id", "n_cells", "area_m2", "dp_count", "dp_count_low", "dp_count_high"]
+
+
+def _check_cluster_layer(layer, *, private):
+    from qgis.core import QgsCategorizedSymbolRenderer, QgsWkbTypes
+
+    assert layer is not None and layer.isValid()
+    assert layer.geometryType() == QgsWkbTypes.PolygonGeometry
+    assert [f.name() for f in layer.fields() if f.name() != "fid"] == FIELDS
+    md = layer.metadata()
+    meta = json.loads(md.abstract().split("dpgeo metadata (JSON):\n", 1)[1])
+    assert meta["differentially_private"] is private
+    assert "mechanism" in meta and (meta["epsilon"] > 0 if private else True)
+    assert ("differentially private" if private else "NOT differentially private") in md.keywords()["dpgeo"]
+    assert isinstance(layer.renderer(), QgsCategorizedSymbolRenderer)
+    assert layer.labelsEnabled()
+    from qgis.core import NULL
+
+    for f in layer.getFeatures():
+        assert f.geometry().area() > 0
+        assert f["dp_count"] != NULL
+        if f["dp_count_low"] != NULL:  # no interval when the counts are not noisy cell counts
+            assert f["dp_count_low"] <= f["dp_count"] <= f["dp_count_high"]
+    return meta
+
+
+def test_dbscan_spans_on_the_sample_layer(plugin, processing_module, sample_points, sample_study_area, feedback,
+                                          tmp_path):
+    import dpgeo
+
+    assert hasattr(dpgeo, "dbscan_spans"), "dpgeo.dbscan_spans is not available yet"
+    path, name = sample_points
+    out = str(tmp_path / "spans.gpkg")
+    res = processing_module.run("dpgeo:dbscanspans", {
+        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100,
+        "STUDY_AREA_LAYER": sample_study_area, "OUTPUT_CRS": "EPSG:4326", "OUTPUT": out}, feedback=feedback)
+    assert res["DIFFERENTIALLY_PRIVATE"] is True
+    assert res["OUTPUT"] == out
+    # metadata and style are stored in the GeoPackage itself: a fresh layer has them
+    from qgis.core import QgsVectorLayer
+
+    layer = QgsVectorLayer(out, "spans", "ogr")
+    meta = _check_cluster_layer(layer, private=True)
+    assert layer.crs().authid() == "EPSG:4326"
+    assert meta["radius_m"] == 200 and meta["min_points"] == 100
+    assert res["N_CLUSTERS"] == layer.featureCount() >= 1
+    assert json.loads(res["METADATA_JSON"]) == meta
+    assert any("differentially_private" in line for line in feedback.infos)  # the summary is logged
+
+
+def test_dbscan_spans_without_study_area_is_not_private(plugin, processing_module, sample_points, feedback):
+    path, name = sample_points
+    res = processing_module.run("dpgeo:dbscanspans", {
+        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100,
+        "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    assert res["DIFFERENTIALLY_PRIVATE"] is False
+    meta = _check_cluster_layer(res["OUTPUT"], private=False)
+    assert meta["not_private_reasons"]
+    assert any("No study area was given" in e for e in feedback.errors)
+
+
+def test_library_error_is_a_processing_exception(plugin, processing_module, sample_points, sample_study_area):
+    from qgis.core import QgsProcessingException
+
+    path, name = sample_points
+    # a geographic working CRS is refused by the library (DomainError); QGIS shows its message
+    with pytest.raises(QgsProcessingException, match="must be a projected CRS"):
+        processing_module.run("dpgeo:dbscanspans", {
+            "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100,
+            "WORKING_CRS": "EPSG:4326", "STUDY_AREA_LAYER": sample_study_area, "OUTPUT": "TEMPORARY_OUTPUT"})
+
+
+@pytest.mark.parametrize("method", [0, 1, 2, 3, 4])
+def test_wavecluster_on_the_sample_layer(plugin, processing_module, sample_points, sample_study_area, feedback,
+                                         method):
+    import dpgeo
+
+    assert hasattr(dpgeo, "wavecluster"), "dpgeo.wavecluster is not available yet"
+    path, name = sample_points
+    res = processing_module.run("dpgeo:wavecluster", {
+        "INPUT": f"{path}|layername={name}", "METHOD": method, "EPSILON": 1.0, "CELL_SIZE": 250,
+        "STUDY_AREA_LAYER": sample_study_area, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    exact = method == 4
+    assert res["DIFFERENTIALLY_PRIVATE"] is (not exact)
+    meta = _check_cluster_layer(res["OUTPUT"], private=not exact)
+    assert meta["method"] == ["privthr", "privthr-em", "privqt", "baseline", "exact"][method]
+    assert res["N_CLUSTERS"] == res["OUTPUT"].featureCount()
+
+
+def test_noise_preview(plugin, processing_module, sample_study_area, feedback):
+    import dpgeo
+
+    res = processing_module.run("dpgeo:noisepreview", {
+        "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100, "STUDY_AREA_LAYER": sample_study_area,
+        "COMPARE_EPSILONS": "0.5, 2"}, feedback=feedback)
+    direct = dpgeo.noise_preview(epsilon=1.0, radius_m=200, min_points=100, domain=sample_study_area)
+    assert res["GAMMA"] == pytest.approx(direct["gamma"])
+    assert res["MIN_POINTS_PRIME"] == pytest.approx(direct["min_points_prime"])
+    assert res["COUNT_ERROR_95"] == pytest.approx(direct["count_error_95"])
+    assert json.loads(res["PREVIEW_JSON"])["kappa"] == direct["kappa"]
+    # the comparison table has a row per ε, Γ shrinking as ε grows
+    rows = [line for line in feedback.infos if line.strip().split(" ")[0] in ("0.5", "1", "2")]
+    assert len(rows) == 3

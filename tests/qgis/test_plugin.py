@@ -1,0 +1,168 @@
+"""The plugin loads in a real QGIS, registers its provider and GUI entries, and unloads cleanly."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN_PARENT = ROOT / "qgis_plugin"
+PLUGIN_NAME = "dpgeo_qgis"
+
+pytestmark = pytest.mark.qgis
+
+ALGORITHM_IDS = {"dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:noisepreview"}
+
+
+def _metadata():
+    cp = configparser.ConfigParser()
+    cp.read(PLUGIN_PARENT / PLUGIN_NAME / "metadata.txt", encoding="utf-8")
+    return cp["general"]
+
+
+def test_metadata_txt_is_complete():
+    md = _metadata()
+    for key in ("name", "qgisMinimumVersion", "version", "author", "description", "about", "tracker",
+                "repository", "homepage", "icon", "category", "hasProcessingProvider"):
+        assert md.get(key, "").strip() != "" or key == "email", key
+    assert md["qgisMinimumVersion"] == "3.22"
+    assert md["hasProcessingProvider"].strip().lower() == "yes"
+    about = md["about"].lower()
+    assert "differentially private" in about and "ε" in about and "not differentially private" in about
+    assert "public" in about  # the condition on the study area is stated
+    assert (PLUGIN_PARENT / PLUGIN_NAME / md["icon"]).exists()
+    version = re.search(r'__version__\s*=\s*"([^"]+)"', (ROOT / "dpgeo" / "_version.py").read_text()).group(1)
+    assert md["version"] == version, "metadata.txt version must match dpgeo/_version.py"
+
+
+def test_plugin_loads_registers_and_unloads(load_plugin, stub_iface):
+    import qgis.utils
+    from qgis.core import QgsApplication
+
+    if qgis.utils.isPluginLoaded(PLUGIN_NAME):
+        qgis.utils.unloadPlugin(PLUGIN_NAME)
+    plugin = load_plugin()
+    registry = QgsApplication.processingRegistry()
+    provider = registry.providerById("dpgeo")
+    assert provider is not None and provider.name() == "dpgeo"
+    assert {a.id() for a in provider.algorithms()} == ALGORITHM_IDS
+    for alg_id in ALGORITHM_IDS:
+        assert registry.algorithmById(alg_id) is not None
+
+    toolbar_actions = stub_iface.pluginToolBar().actions()
+    assert plugin.toolbar_action in toolbar_actions
+    assert not plugin.toolbar_action.icon().isNull()
+    submenu = stub_iface.vector_submenu("&dpgeo")
+    assert submenu is not None
+    assert [a.text() for a in submenu.actions()] == [
+        "DP-DBSCAN cluster spans…", "DP WaveCluster…", "Noise preview (spends no budget)…"]
+    action = plugin.toolbar_action
+
+    assert qgis.utils.unloadPlugin(PLUGIN_NAME)
+    assert registry.providerById("dpgeo") is None
+    assert registry.algorithmById("dpgeo:dbscanspans") is None
+    assert action not in stub_iface.pluginToolBar().actions()
+    assert stub_iface.vector_submenu("&dpgeo") is None
+    assert not [m for m in sys.modules if m == PLUGIN_NAME or m.startswith(PLUGIN_NAME + ".")]
+
+    # it can be loaded again (QGIS does this on "reload plugin")
+    load_plugin()
+    assert registry.providerById("dpgeo") is not None
+    assert qgis.utils.unloadPlugin(PLUGIN_NAME)
+    assert registry.providerById("dpgeo") is None
+
+
+def test_toolbar_and_menu_open_the_algorithm_dialog(plugin, stub_iface, processing_module, monkeypatch):
+    opened = []
+    monkeypatch.setattr(processing_module, "execAlgorithmDialog", lambda alg_id, *a, **k: opened.append(alg_id))
+    plugin.toolbar_action.trigger()
+    for action in stub_iface.vector_submenu("&dpgeo").actions():
+        action.trigger()
+    assert opened == ["dpgeo:dbscanspans", "dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:noisepreview"]
+
+
+def _definitions(alg_id):
+    from qgis.core import QgsApplication
+
+    alg = QgsApplication.processingRegistry().createAlgorithmById(alg_id)
+    assert alg is not None, alg_id
+    return alg, {p.name(): p for p in alg.parameterDefinitions()}
+
+
+def test_dbscan_parameters(plugin):
+    from qgis.core import QgsProcessing, QgsProcessingParameterDefinition as Def, QgsUnitTypes
+
+    alg, params = _definitions("dpgeo:dbscanspans")
+    assert list(params) == ["INPUT", "EPSILON", "RADIUS", "MIN_POINTS", "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
+                            "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
+                            "MAX_POINTS_PER_RECORD",
+                            "SEED", "OUTPUT"]
+    assert params["INPUT"].type() == "source"
+    assert params["INPUT"].dataTypes() == [QgsProcessing.TypeVectorPoint]
+    # the radius is in metres whatever the layer's CRS: no parent layer, default unit metres
+    assert params["RADIUS"].type() == "distance"
+    assert params["RADIUS"].parentParameterName() == ""
+    assert params["RADIUS"].defaultUnit() == QgsUnitTypes.DistanceMeters
+    assert "metres" in params["RADIUS"].description()
+    assert params["EPSILON"].type() == "number" and params["EPSILON"].minimum() > 0
+    assert params["MIN_POINTS"].dataType() == params["MIN_POINTS"].Integer
+    for name in ("STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "WORKING_CRS", "OUTPUT_CRS", "SEED"):
+        assert params[name].flags() & Def.FlagOptional, name
+    assert params["STUDY_AREA_EXTENT"].type() == "extent"
+    assert params["STUDY_AREA_LAYER"].dataTypes() == [QgsProcessing.TypeVectorPolygon]
+    assert params["ETA"].maximum() == 1.0
+    for name in ("BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SEED", "WORKING_CRS", "MAX_POINTS_PER_RECORD"):
+        assert params[name].flags() & Def.FlagAdvanced, name
+    assert params["OUTPUT"].type() == "sink" and params["OUTPUT"].dataType() == QgsProcessing.TypeVectorPolygon
+    outputs = {o.name() for o in alg.outputDefinitions()}
+    assert {"OUTPUT", "DIFFERENTIALLY_PRIVATE", "N_CLUSTERS", "METADATA_JSON"} <= outputs
+    assert "privat" in alg.shortHelpString().lower()
+
+
+def test_wavecluster_parameters(plugin):
+    from qgis.core import QgsProcessingParameterDefinition as Def, QgsUnitTypes
+
+    alg, params = _definitions("dpgeo:wavecluster")
+    method_labels = params["METHOD"].options()
+    assert [label.split(" ")[0] for label in method_labels] == ["PrivTHR", "PrivTHR_EM", "PrivQT", "Baseline",
+                                                                "exact"]
+    assert [v for _, v in alg.METHODS] == ["privthr", "privthr-em", "privqt", "baseline", "exact"]
+    assert params["CELL_SIZE"].defaultUnit() == QgsUnitTypes.DistanceMeters
+    assert params["CELL_SIZE"].flags() & Def.FlagOptional and params["GRID_SIZE"].flags() & Def.FlagOptional
+    assert params["PERCENTILE"].defaultValue() == 60.0
+    assert {"INPUT", "EPSILON", "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "OUTPUT_CRS", "OUTPUT"} <= set(params)
+
+
+def test_noise_preview_needs_no_data(plugin):
+    alg, params = _definitions("dpgeo:noisepreview")
+    assert "INPUT" not in params
+    assert not any(p.type() in ("source", "vector", "sink") for n, p in params.items() if n != "STUDY_AREA_LAYER")
+    outputs = {o.name() for o in alg.outputDefinitions()}
+    assert {"GAMMA", "MIN_POINTS_PRIME", "COUNT_ERROR_95", "PREVIEW_JSON"} <= outputs
+
+
+def test_algorithm_dialog_builds_offscreen(plugin, processing_module, stub_iface):
+    """The Processing dialog of each algorithm can be built and rendered headless."""
+    from qgis.PyQt import sip
+    from qgis.PyQt.QtWidgets import QComboBox, QLabel
+
+    for alg_id in sorted(ALGORITHM_IDS):
+        dialog = processing_module.createAlgorithmDialog(alg_id)
+        assert dialog is not None, alg_id
+        dialog.resize(900, 800)
+        dialog.show()
+        pixmap = dialog.grab()
+        assert pixmap.width() > 100 and pixmap.height() > 100
+        texts = " ".join(lbl.text() for lbl in dialog.findChildren(QLabel) if lbl.isVisible())
+        if alg_id == "dpgeo:dbscanspans":
+            assert "radius r (metres)" in texts
+            # the distance widget offers metres (not the layer's degrees) as its unit
+            units = [cb.currentText().lower() for cb in dialog.findChildren(QComboBox) if cb.isVisible()]
+            assert "meters" in units or "metres" in units, units
+            assert "degrees" not in texts.lower() and "degrees" not in units
+        dialog.close()
+        sip.delete(dialog)

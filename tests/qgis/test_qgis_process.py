@@ -1,0 +1,81 @@
+"""The command line: ``qgis_process.bin`` finds the plugin in a temporary profile and runs its algorithms."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.qgis
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _json(proc):
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = proc.stdout
+    return json.loads(text[text.index("{"):])
+
+
+def test_plugin_enabled_and_algorithms_listed(qgis_process):
+    plugins = qgis_process("plugins")
+    assert plugins.returncode == 0, plugins.stderr
+    assert "* dpgeo_qgis" in plugins.stdout, plugins.stdout + plugins.stderr
+    listing = qgis_process("list")
+    assert listing.returncode == 0, listing.stderr
+    for alg in ("dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:noisepreview"):
+        assert alg in listing.stdout
+    helptext = qgis_process("help", "dpgeo:dbscanspans")
+    assert "RADIUS" in helptext.stdout and "metres" in helptext.stdout
+
+
+def test_run_noise_preview(qgis_process, sample_study_area):
+    out = _json(qgis_process("--json", "run", "dpgeo:noisepreview", "--", "EPSILON=1", "RADIUS=200",
+                             "MIN_POINTS=100", f"STUDY_AREA_LAYER={sample_study_area}"))
+    results = out["results"]
+    assert results["GAMMA"] > 0 and results["MIN_POINTS_PRIME"] > 100
+    assert json.loads(results["PREVIEW_JSON"])["kappa"] > 0
+
+
+def test_run_dbscan_spans_writes_a_private_geopackage(qgis_process, qgis_app, sample_points, sample_study_area,
+                                                       tmp_path):
+    from qgis.core import QgsVectorLayer, QgsWkbTypes
+
+    path, name = sample_points
+    out_path = tmp_path / "spans.gpkg"
+    out = _json(qgis_process("--json", "run", "dpgeo:dbscanspans", "--", f"INPUT={path}|layername={name}",
+                             "EPSILON=1", "RADIUS=200", "MIN_POINTS=100", f"STUDY_AREA_LAYER={sample_study_area}",
+                             "OUTPUT_CRS=EPSG:4326", f"OUTPUT={out_path}"))
+    assert out["results"]["DIFFERENTIALLY_PRIVATE"] is True
+    layer = QgsVectorLayer(str(out_path), "spans", "ogr")
+    assert layer.isValid() and layer.geometryType() == QgsWkbTypes.PolygonGeometry
+    assert layer.crs().authid() == "EPSG:4326"
+    assert {"cluster_id", "dp_count", "dp_count_low", "dp_count_high"} <= set(layer.fields().names())
+    meta = json.loads(layer.metadata().abstract().split("dpgeo metadata (JSON):\n", 1)[1])
+    assert meta["differentially_private"] is True and meta["epsilon"] == 1
+    assert layer.featureCount() == out["results"]["N_CLUSTERS"]
+
+
+def test_missing_dpgeo_says_how_to_fix_it(qgis_process, sample_study_area, tmp_path):
+    """Without a venv, QGIS's own Python cannot import dpgeo: the error gives the commands to run."""
+    proc = qgis_process("run", "dpgeo:noisepreview", "--", "EPSILON=1", "RADIUS=200", "MIN_POINTS=100",
+                        f"STUDY_AREA_LAYER={sample_study_area}", venv=False, home=tmp_path)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "-m venv --system-site-packages" in text and "-m pip install" in text
+    assert str(tmp_path / ".local" / "share" / "dpgeo" / "qgis-venv") in text
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the tests do not run in a venv")
+def test_default_venv_location_is_found(qgis_process, sample_study_area, tmp_path):
+    """A venv at the default location (~/.local/share/dpgeo/qgis-venv) is used without any setting."""
+    target = tmp_path / ".local" / "share" / "dpgeo"
+    target.mkdir(parents=True)
+    os.symlink(sys.prefix, target / "qgis-venv")
+    out = _json(qgis_process("--json", "run", "dpgeo:noisepreview", "--", "EPSILON=1", "RADIUS=200",
+                             "MIN_POINTS=100", f"STUDY_AREA_LAYER={sample_study_area}", venv=False,
+                             home=tmp_path))
+    assert out["results"]["GAMMA"] > 0
