@@ -34,6 +34,7 @@ __all__ = ["Grid", "neighbourhood_offsets", "cell_width_for_radius", "PointAssig
 _CLASS_MASK_MAX_CELLS = 1 << 28
 #: Inputs of at least this many points are assigned to cells on two threads.
 _PARALLEL_MIN_POINTS = 1 << 21
+_CHUNK_POINTS = 1 << 20
 
 
 def cell_width_for_radius(radius_m: float, eta: float = 1.0) -> float:
@@ -283,14 +284,17 @@ class Grid:
         x = np.asarray(x, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         if x.size >= _PARALLEL_MIN_POINTS and not return_mask:
-            # numpy releases the GIL in these loops: two halves on two threads
+            # Work in chunks of about a million points: the temporaries stay
+            # small and are reused from the heap instead of being faulted in
+            # afresh, and numpy releases the GIL, so two threads share the work.
             from concurrent.futures import ThreadPoolExecutor
 
             self._cell_classes()
-            h = x.size // 2
+            cuts = list(range(0, x.size, _CHUNK_POINTS)) + [x.size]
+            slices = [slice(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
             with ThreadPoolExecutor(2) as ex:
-                parts = list(ex.map(lambda sl: self._assign(x[sl], y[sl]), [slice(0, h), slice(h, None)]))
-            kept = np.concatenate([p.cell_id for p in parts])
+                parts = list(ex.map(lambda sl: self._assign(x[sl], y[sl]).cell_id, slices))
+            kept = np.concatenate(parts)
             return PointAssignment(cell_id=kept, n_in=int(kept.size), n_outside=int(x.size - kept.size))
         return self._assign(x, y, return_mask)
 
