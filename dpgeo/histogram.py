@@ -212,8 +212,12 @@ def _sample_empty_cells(grid: Grid, nonempty: np.ndarray, m: int, rng) -> np.nda
         k = int(need / frac_empty * 1.2) + 16
         cand = grid.universe_id_at(rng.integers(0, grid.n_cells, size=k))
         if nonempty.size:
-            pos = np.minimum(np.searchsorted(nonempty, cand), nonempty.size - 1)
-            cand = cand[nonempty[pos] != cand]
+            # look the candidates up in sorted order (cache-friendly), keep draw order
+            order = np.argsort(cand, kind="stable")
+            pos = np.minimum(np.searchsorted(nonempty, cand[order]), nonempty.size - 1)
+            hit = np.empty(cand.size, dtype=bool)
+            hit[order] = nonempty[pos] == cand[order]
+            cand = cand[~hit]
         seq = np.concatenate([chosen, cand])
         _, first = np.unique(seq, return_index=True)
         chosen = seq[np.sort(first)]
