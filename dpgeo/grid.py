@@ -211,8 +211,8 @@ class Grid:
     def universe_mask(self) -> np.ndarray:
         """Boolean ``(ny, nx)`` array, ``True`` for cells of the universe."""
         mask = np.zeros(self.ny * self.nx, dtype=bool)
-        ids = self.universe_ids()
-        mask[ids] = True
+        for a, b in zip(self._run_start.tolist(), self._run_end.tolist()):
+            mask[a:b + 1] = True
         return mask.reshape(self.ny, self.nx)
 
     def universe_ids(self) -> np.ndarray:
@@ -269,7 +269,8 @@ class Grid:
         """
         if getattr(self, "_cls", None) is None and self.nx * self.ny <= _CLASS_MASK_MAX_CELLS:
             cls = np.zeros(self.nx * self.ny, dtype=np.uint8)
-            cls[self.universe_ids()] = 1
+            for a, b in zip(self._run_start.tolist(), self._run_end.tolist()):
+                cls[a:b + 1] = 1
             cls[self._boundary_ids] = 2
             self._cls = cls
         return getattr(self, "_cls", None)
