@@ -177,14 +177,9 @@ def _extra_commands(sub):
 
 
 def _cmd_wavecluster(args):
-    from .io import read_points
     from .pipeline import wavecluster
 
-    check_output_path(args.output)
-    domain = resolve_domain(args)
-    prog = _Progress(args.quiet)
-    prog(0.0, f"reading {args.input}")
-    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs)
+    prog, domain, table = _prepare_run(args)
     res = wavecluster(
         table, method=args.method, epsilon=args.epsilon, cell_m=args.cell, grid_size=args.grid,
         percentile=args.percentile, domain=domain, crs=args.crs, wavelet=args.wavelet,
@@ -231,6 +226,18 @@ def resolve_domain(args):
     return as_study_area(args.domain, domain_crs=args.domain_crs, working_crs=args.crs)
 
 
+def _prepare_run(args):
+    """Check the output path and the public study area, then read the (private) input."""
+    from .io import read_points
+
+    check_output_path(args.output)
+    domain = resolve_domain(args)
+    prog = _Progress(args.quiet)
+    prog(0.0, f"reading {args.input}")
+    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs)
+    return prog, domain, table
+
+
 def report_run(res, args, path):
     """Print the local diagnostics and what was written (stderr)."""
     if args.quiet:
@@ -252,18 +259,13 @@ def report_run(res, args, path):
 
 def _cmd_spans(args):
     from .pipeline import dbscan_spans
-    from .io import read_points
 
     from .pipeline import _check_dbscan_params
 
     # everything public is checked before the (possibly large) input is read
     _check_dbscan_params(args.epsilon, args.radius, args.min_points, args.beta, args.eta,
                          args.histogram, args.gamma, args.max_points_per_record)
-    check_output_path(args.output)
-    domain = resolve_domain(args)
-    prog = _Progress(args.quiet)
-    prog(0.0, f"reading {args.input}")
-    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs)
+    prog, domain, table = _prepare_run(args)
     res = dbscan_spans(
         table, epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
         domain=domain, crs=args.crs, beta=args.beta, eta=args.eta,

@@ -148,8 +148,8 @@ class WaveClusterAlgorithm(DpgeoAlgorithmBase):
     METHODS = [
         ("PrivTHR (noisy grid, threshold)", "privthr"),
         ("PrivTHR_EM (threshold chosen with the exponential mechanism)", "privthr-em"),
-        ("PrivQT (quadtree)", "privqt"),
-        ("Baseline (noisy grid, plain WaveCluster)", "baseline"),
+        ("PrivQT (noise on the grid counts only)", "privqt"),
+        ("Baseline (WaveCluster on DP synthetic points from adaptive grids)", "baseline"),
         ("exact (no noise — NOT private, for comparison only)", "exact"),
     ]
 
