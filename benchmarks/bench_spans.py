@@ -1,10 +1,14 @@
 """Speed and memory of DP-DBSCAN spans at city scale (prints figures; asserts nothing).
 
-Setting: the DP-DBSCAN paper's San Francisco taxi experiment — 11 million
-points over the public bbox 37.4–37.9°N, 122.1–122.7°W (≈ 53 × 55 km), radius
-20 m, MinPts 500, ε = 1. The points are synthetic (the taxi traces are not
-redistributable): 70% in 400 Gaussian hot spots of 30–400 m spread, 30%
-uniform background.
+Two settings, 11 million synthetic points each (70% in 400 Gaussian hot spots
+of 30–400 m spread, 30% uniform background; the real traces are not
+redistributable), ε = 1:
+
+* ``sf`` — the DP-DBSCAN paper's San Francisco taxi experiment: public bbox
+  37.4–37.9°N, 122.1–122.7°W (≈ 53 × 55 km), radius 20 m, MinPts 500. 14.7 M
+  cells: the sparse (linear-time) histogram.
+* ``nyc`` — the paper's New York crash setting: public bbox of New York City,
+  radius 100 m, MinPts 300. 0.6 M cells: the dense histogram.
 
 Figures, each measured in a fresh subprocess (peak RSS from getrusage):
 
@@ -21,8 +25,8 @@ Figures, each measured in a fresh subprocess (peak RSS from getrusage):
 
 Usage::
 
-    python benchmarks/bench_spans.py            # 11 M points
-    python benchmarks/bench_spans.py --n 2000000
+    python benchmarks/bench_spans.py                    # both settings, 11 M points
+    python benchmarks/bench_spans.py --settings sf --n 2000000
 """
 
 from __future__ import annotations
@@ -37,23 +41,29 @@ import time
 
 import numpy as np
 
-BBOX = (-122.7, 37.4, -122.1, 37.9)
+SETTINGS = {
+    "sf": dict(bbox=(-122.7, 37.4, -122.1, 37.9), hot=(-122.52, 37.55, -122.20, 37.85), radius=20.0,
+               min_points=500, epsg=32610, label="SF taxi setting"),
+    "nyc": dict(bbox=(-74.26, 40.49, -73.69, 40.92), hot=(-74.05, 40.57, -73.75, 40.88), radius=100.0,
+                min_points=300, epsg=32618, label="NYC crash setting"),
+}
 
 
-def make_points(n, seed=0):
+def make_points(n, setting, seed=0):
     rng = np.random.default_rng(seed)
+    bbox, hot = setting["bbox"], setting["hot"]
     n_bg = int(n * 0.3)
     n_cl = n - n_bg
     k = 400
-    cx = rng.uniform(-122.52, -122.20, k)
-    cy = rng.uniform(37.55, 37.85, k)
+    cx = rng.uniform(hot[0], hot[2], k)
+    cy = rng.uniform(hot[1], hot[3], k)
     sd_m = rng.uniform(30, 400, k)
     w = rng.dirichlet(np.ones(k))
     lab = rng.choice(k, size=n_cl, p=w)
     m_per_deg_lat = 111_320.0
-    m_per_deg_lon = m_per_deg_lat * np.cos(np.deg2rad(37.65))
-    x = np.r_[cx[lab] + rng.normal(0, 1, n_cl) * sd_m[lab] / m_per_deg_lon, rng.uniform(BBOX[0], BBOX[2], n_bg)]
-    y = np.r_[cy[lab] + rng.normal(0, 1, n_cl) * sd_m[lab] / m_per_deg_lat, rng.uniform(BBOX[1], BBOX[3], n_bg)]
+    m_per_deg_lon = m_per_deg_lat * np.cos(np.deg2rad((hot[1] + hot[3]) / 2))
+    x = np.r_[cx[lab] + rng.normal(0, 1, n_cl) * sd_m[lab] / m_per_deg_lon, rng.uniform(bbox[0], bbox[2], n_bg)]
+    y = np.r_[cy[lab] + rng.normal(0, 1, n_cl) * sd_m[lab] / m_per_deg_lat, rng.uniform(bbox[1], bbox[3], n_bg)]
     return x, y
 
 
@@ -86,14 +96,14 @@ from dpgeo.noise import make_generator
 d = np.load(sys.argv[1])
 x, y = d["x"], d["y"]
 area = StudyArea.from_bbox({bbox})
-grid, kind, q, theta, bound, params = _dbscan_setup(area, epsilon=1.0, radius_m=20.0, min_points=500, beta=0.05,
+grid, kind, q, theta, bound, params = _dbscan_setup(area, epsilon=1.0, radius_m={radius}, min_points={minpts}, beta=0.05,
     eta=1.0, histogram="auto", gamma="laplace", sensitivity=1, max_dense_cells=1 << 22, max_false_cells=1 << 18)
 times = []
 for _ in range(3):  # first run in a fresh process, then warm runs
     t = time.perf_counter()
     a = grid.assign(x, y)
     h = noisy_histogram(grid, a.cell_id, epsilon=1.0, rng=make_generator().generator, method=kind)
-    spans = dbscan_cells(h, min_points=500, eta=1.0, bound=bound)
+    spans = dbscan_cells(h, min_points={minpts}, eta=1.0, bound=bound)
     times.append(time.perf_counter() - t)
     del a, h
 print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3), clusters=spans.n_clusters,
@@ -105,7 +115,7 @@ from dpgeo.domain import StudyArea
 from dpgeo.grid import Grid
 d = np.load(sys.argv[1])
 x, y = d["x"], d["y"]
-g = Grid(StudyArea.from_bbox({bbox}), 20 / 2 ** 0.5)
+g = Grid(StudyArea.from_bbox({bbox}), {radius} / 2 ** 0.5)
 t = time.perf_counter()
 ix = ((x - g.origin_x) // g.cell_m).astype(np.int64)
 iy = ((y - g.origin_y) // g.cell_m).astype(np.int64)
@@ -115,22 +125,25 @@ print(json.dumps(dict(seconds=time.perf_counter() - t)))
     "end_to_end": """
 import time, json, sys, dpgeo
 t = time.perf_counter()
-r = dpgeo.dbscan_spans(sys.argv[1], epsilon=1.0, radius_m=20, min_points=500, domain={bbox})
+r = dpgeo.dbscan_spans(sys.argv[1], epsilon=1.0, radius_m={radius}, min_points={minpts}, domain={bbox})
 r.to_file(sys.argv[2])
 print(json.dumps(dict(seconds=time.perf_counter() - t, clusters=len(r.layer))))
 """,
     "geopandas_load_baseline": """
 import time, json, sys, geopandas as gpd
 t = time.perf_counter()
-g = gpd.read_parquet(sys.argv[1]).to_crs(32610)
+g = gpd.read_parquet(sys.argv[1]).to_crs({epsg})
 print(json.dumps(dict(seconds=time.perf_counter() - t)))
 """,
 }
 
 
-def run_stage(name, *args):
+def run_stage(name, setting, *args):
     """Run one stage in a fresh interpreter; its own peak RSS is read by itself."""
-    code = STAGES[name].replace("{bbox}", repr(BBOX))
+    code = STAGES[name]
+    for key, val in (("{bbox}", repr(setting["bbox"])), ("{radius}", repr(setting["radius"])),
+                     ("{minpts}", str(setting["min_points"])), ("{epsg}", str(setting["epsg"]))):
+        code = code.replace(key, val)
     code += "\nimport resource as _r\nprint(json.dumps({'rss_kb': _r.getrusage(_r.RUSAGE_SELF).ru_maxrss}))\n"
     p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     if p.returncode:
@@ -141,39 +154,55 @@ def run_stage(name, *args):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=11_000_000, help="number of points (default 11 million)")
-    ap.add_argument("--workdir", default=None, help="keep the generated files here")
-    args = ap.parse_args()
-    work = args.workdir or tempfile.mkdtemp(prefix="dpgeo-bench-")
-    os.makedirs(work, exist_ok=True)
-    npz = os.path.join(work, f"points_{args.n}.npz")
-    pq_path = os.path.join(work, f"points_{args.n}.parquet")
+def run_setting(name, n, work, with_geopandas):
+    setting = SETTINGS[name]
+    npz = os.path.join(work, f"{name}_{n}.npz")
+    pq_path = os.path.join(work, f"{name}_{n}.parquet")
     if not (os.path.exists(npz) and os.path.exists(pq_path)):
         t = time.perf_counter()
-        x, y = make_points(args.n)
+        x, y = make_points(n, setting)
         write_geoparquet(pq_path, x, y)
         from pyproj import Transformer
 
-        tr = Transformer.from_crs(4326, 32610, always_xy=True)
+        tr = Transformer.from_crs(4326, setting["epsg"], always_xy=True)
         px, py = tr.transform(x, y)
         np.savez(npz, x=px, y=py)
-        print(f"generated {args.n:,} points in {time.perf_counter() - t:.1f} s ({work})")
-    print(f"DP-DBSCAN spans, {args.n:,} points, radius 20 m, MinPts 500, epsilon 1, "
-          f"study area {BBOX} (SF taxi setting)\n")
+        print(f"generated {n:,} points in {time.perf_counter() - t:.1f} s ({work})")
+    print(f"DP-DBSCAN spans, {n:,} points, radius {setting['radius']:g} m, MinPts {setting['min_points']}, "
+          f"epsilon 1, study area {setting['bbox']} ({setting['label']})")
     rows = [
-        ("mechanism (projected coords -> cell sets)", run_stage("mechanism", npz), 1.0),
-        ("  baseline: numpy.bincount of the cells", run_stage("bincount_baseline", npz), None),
-        ("end to end (GeoParquet -> GeoPackage)", run_stage("end_to_end", pq_path, os.path.join(work, "o.gpkg")), 5.0),
-        ("  baseline: geopandas.read_parquet + to_crs", run_stage("geopandas_load_baseline", pq_path), None),
+        ("mechanism (projected coords -> cell sets)", run_stage("mechanism", setting, npz), 1.0),
+        ("  baseline: numpy.bincount of the cells", run_stage("bincount_baseline", setting, npz), None),
+        ("end to end (GeoParquet -> GeoPackage)",
+         run_stage("end_to_end", setting, pq_path, os.path.join(work, f"{name}.gpkg")), 5.0),
     ]
+    if with_geopandas:
+        rows.append(("  baseline: geopandas.read_parquet + to_crs",
+                     run_stage("geopandas_load_baseline", setting, pq_path), None))
     for label, r, target in rows:
         tgt = f"target <= {target:.0f} s: {'met' if r['seconds'] <= target else 'MISSED'}" if target else ""
         extra = {k: v for k, v in r.items() if k not in ("seconds", "peak_rss_mb")}
         print(f"{label:48s} {r['seconds']:7.2f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   {tgt}")
         if extra:
             print(f"{'':48s} {extra}")
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=11_000_000, help="number of points (default 11 million)")
+    ap.add_argument("--settings", default="sf,nyc", help="comma-separated: sf, nyc (default both)")
+    ap.add_argument("--workdir", default=None, help="keep the generated files here")
+    ap.add_argument("--skip-geopandas", action="store_true", help="skip the slow geopandas baseline")
+    args = ap.parse_args()
+    names = [s.strip() for s in args.settings.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SETTINGS]
+    if unknown:
+        ap.error(f"unknown setting(s) {unknown}; choose from {sorted(SETTINGS)}")
+    work = args.workdir or tempfile.mkdtemp(prefix="dpgeo-bench-")
+    os.makedirs(work, exist_ok=True)
+    for i, name in enumerate(names):
+        run_setting(name, args.n, work, with_geopandas=(i == 0 and not args.skip_geopandas))
 
 
 if __name__ == "__main__":
