@@ -65,14 +65,20 @@ def _add_input_args(p):
                    help="CRS of a GeoPackage output (default: the working CRS); GeoJSON is always EPSG:4326")
 
 
-def _add_privacy_args(p, epsilon_required=True):
+def _add_privacy_args(p, epsilon_required=True, with_person=False):
     g = p.add_argument_group("privacy")
     if epsilon_required:
         g.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
     else:
         g.add_argument("--epsilon", type=float, default=None, help="privacy budget ε (> 0); not used by exact")
     g.add_argument("--max-points-per-record", type=int, default=1, metavar="N",
-                   help="points one record (person) may contribute; scales the noise (default 1)")
+                   help="points one record may contribute; scales the noise (default 1)")
+    if with_person:
+        g.add_argument("--person", default=None, metavar="COLUMN",
+                       help="column naming each point's person: the guarantee becomes per person "
+                            "(needs --max-points-per-person)")
+        g.add_argument("--max-points-per-person", type=int, default=None, metavar="K",
+                       help="keep at most K random points per person; the noise scales with K")
     g.add_argument("--seed", type=int, default=None,
                    help="fixed random seed, FOR TESTS ONLY: the output is marked not private")
 
@@ -94,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_SPANS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_input_args(sp)
-    _add_privacy_args(sp)
+    _add_privacy_args(sp, with_person=True)
     g = sp.add_argument_group("DBSCAN")
     g.add_argument("--radius", type=float, required=True, help="DBSCAN radius α in metres")
     g.add_argument("--min-points", type=int, required=True, help="DBSCAN MinPts")
@@ -154,7 +160,7 @@ def _extra_commands(sub):
         epilog=_WAVECLUSTER_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_input_args(wc)
-    _add_privacy_args(wc, epsilon_required=False)
+    _add_privacy_args(wc, epsilon_required=False, with_person=True)
     g = wc.add_argument_group("WaveCluster")
     g.add_argument("--method", choices=["privthr", "privthr-em", "privqt", "baseline", "exact"],
                    default="privthr", help="mechanism (default privthr; exact is NOT private)")
@@ -184,7 +190,8 @@ def _cmd_wavecluster(args):
         table, method=args.method, epsilon=args.epsilon, cell_m=args.cell, grid_size=args.grid,
         percentile=args.percentile, domain=domain, crs=args.crs, wavelet=args.wavelet,
         count_split=args.count_split, count_cap=args.count_cap, n_public=args.n_public, k_rule=args.k_rule,
-        sensitivity=args.max_points_per_record, seed=args.seed, domain_from_data=args.domain_from_data,
+        sensitivity=args.max_points_per_record, person=args.person,
+        max_points_per_person=args.max_points_per_person, seed=args.seed, domain_from_data=args.domain_from_data,
         progress=prog,
     )
     res.to_file(args.output, crs=args.out_crs)
@@ -230,11 +237,15 @@ def _prepare_run(args):
     """Check the output path and the public study area, then read the (private) input."""
     from .io import read_points
 
+    from .pipeline import _contribution
+
+    _contribution(args.person, args.max_points_per_person, args.max_points_per_record)
     check_output_path(args.output)
     domain = resolve_domain(args)
     prog = _Progress(args.quiet)
     prog(0.0, f"reading {args.input}")
-    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs)
+    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
+                        person=args.person)
     return prog, domain, table
 
 
@@ -245,8 +256,10 @@ def report_run(res, args, path):
     d = res.diagnostics
     print(
         f"input: {d.get('n_read', 0):,} records read, {d.get('n_dropped_invalid', 0):,} dropped "
-        f"(empty/NaN), {d.get('n_outside_domain', 0):,} outside the study area, {d.get('n_used', 0):,} used.\n"
-        "       (these counts describe your private data: do not publish them)",
+        f"(empty/NaN), {d.get('n_outside_domain', 0):,} outside the study area, {d.get('n_used', 0):,} used."
+        + (f"\n       {d['n_dropped_by_person_cap']:,} points dropped by the per-person cap."
+           if "n_dropped_by_person_cap" in d else "")
+        + "\n       (these counts describe your private data: do not publish them)",
         file=sys.stderr,
     )
     md = res.metadata
@@ -258,9 +271,7 @@ def report_run(res, args, path):
 
 
 def _cmd_spans(args):
-    from .pipeline import dbscan_spans
-
-    from .pipeline import _check_dbscan_params
+    from .pipeline import _check_dbscan_params, dbscan_spans
 
     # everything public is checked before the (possibly large) input is read
     _check_dbscan_params(args.epsilon, args.radius, args.min_points, args.beta, args.eta,
@@ -270,6 +281,7 @@ def _cmd_spans(args):
         table, epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
         domain=domain, crs=args.crs, beta=args.beta, eta=args.eta,
         histogram=args.histogram, gamma=args.gamma, sensitivity=args.max_points_per_record,
+        person=args.person, max_points_per_person=args.max_points_per_person,
         seed=args.seed, domain_from_data=args.domain_from_data, progress=prog,
     )
     res.to_file(args.output, crs=args.out_crs)

@@ -63,6 +63,9 @@ class PointTable:
     n_dropped : int
         Records dropped for null/empty geometry or non-finite coordinates.
     source : str
+    person : numpy.ndarray or None
+        Person (or other privacy unit) identifier of each point, when a
+        person column was asked for; records without one are dropped.
     """
 
     x: np.ndarray
@@ -71,9 +74,10 @@ class PointTable:
     n_read: int
     n_dropped: int
     source: str = ""
+    person: np.ndarray | None = None
 
 
-def read_points(path, *, layer=None, x=None, y=None, input_crs=None) -> PointTable:
+def read_points(path, *, layer=None, x=None, y=None, input_crs=None, person=None) -> PointTable:
     """Read a point layer into coordinate arrays.
 
     Parameters
@@ -89,79 +93,111 @@ def read_points(path, *, layer=None, x=None, y=None, input_crs=None) -> PointTab
         or ``x/easting`` and ``y/northing`` (then ``input_crs`` is required).
     input_crs : anything pyproj accepts, optional
         CRS of a layer or CSV that does not declare one.
+    person : str, optional
+        Name of a column identifying the person each point belongs to
+        (read into :attr:`PointTable.person`; rows without one are dropped).
 
     Raises
     ------
     InputError
-        Unreadable or empty file, missing CRS, non-point geometries.
+        Unreadable or empty file, missing CRS, non-point geometries, missing column.
     """
     p = os.fspath(path)
     if not os.path.exists(p):
         raise InputError(f"input file {p!r} does not exist")
     low = p.lower()
     if re.search(r"\.(csv|tsv|txt)(\.gz|\.bz2|\.zip|\.xz)?$", low):
-        table = _read_csv(p, x, y, input_crs)
+        xs, ys, crs, n_read, pers = _read_csv(p, x, y, input_crs, person)
     else:
         if x is not None or y is not None:
             raise InputError("--x/--y name CSV columns; this input is a vector layer with geometries")
         if low.endswith((".parquet", ".geoparquet", ".pq")):
-            wkb, crs, n_read = _read_geoparquet(p)
+            wkb, crs, n_read, pers = _read_geoparquet(p, person)
         else:
-            wkb, crs, n_read = _read_ogr(p, layer)
+            wkb, crs, n_read, pers = _read_ogr(p, layer, person)
         crs = _resolve_crs(crs, input_crs, p)
-        xs, ys, n_drop = _decode_points(wkb)
-        table = PointTable(xs, ys, crs, n_read, n_drop, p)
+        xs, ys = _decode_points(wkb)
+    table = _finish_table(xs, ys, crs, n_read, p, pers)
     if table.n_read == 0:
         raise InputError(f"input {p!r} has no records")
     if table.x.size == 0:
-        raise InputError(f"input {p!r} has no usable points ({table.n_dropped} empty or NaN dropped)")
+        raise InputError(f"input {p!r} has no usable points ({table.n_dropped} empty, NaN or without person dropped)")
     return table
 
 
-def points_from_frame(gdf, *, input_crs=None) -> PointTable:
-    """Coordinates from a GeoDataFrame/GeoSeries of points."""
+def points_from_frame(gdf, *, input_crs=None, person=None) -> PointTable:
+    """Coordinates from a GeoDataFrame/GeoSeries of points (``person``: a column name)."""
     geoms = np.asarray(gdf.geometry.values if hasattr(gdf, "geometry") else gdf.values)
     crs = _resolve_crs(gdf.crs, input_crs, "the GeoDataFrame")
     n = len(geoms)
     if n == 0:
         raise InputError("the point layer has no records")
+    pers = None
+    if person is not None:
+        if not hasattr(gdf, "columns") or person not in gdf.columns:
+            raise InputError(f"person column {person!r} is not in the layer")
+        pers = gdf[person].to_numpy()
     wkb = shapely.to_wkb(geoms)
-    xs, ys, n_drop = _decode_points(np.asarray(wkb, dtype=object))
-    if xs.size == 0:
-        raise InputError(f"the point layer has no usable points ({n_drop} empty or NaN dropped)")
-    return PointTable(xs, ys, crs, n, n_drop, "GeoDataFrame")
+    xs, ys = _decode_points(np.asarray(wkb, dtype=object))
+    table = _finish_table(xs, ys, crs, n, "GeoDataFrame", pers)
+    if table.x.size == 0:
+        raise InputError(f"the point layer has no usable points ({table.n_dropped} empty, NaN or without person "
+                         "dropped)")
+    return table
+
+
+def _finish_table(xs, ys, crs, n_read, source, person=None) -> PointTable:
+    """Drop rows without finite coordinates (or without a person id) and count them."""
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    if person is not None:
+        import pandas as pd
+
+        person = np.asarray(person)
+        ok &= ~np.asarray(pd.isna(person))
+    n_drop = int((~ok).sum()) + int(n_read - xs.size)
+    if ok.all():
+        return PointTable(xs, ys, crs, int(n_read), n_drop, source, person)
+    return PointTable(xs[ok], ys[ok], crs, int(n_read), n_drop, source, None if person is None else person[ok])
 
 
 # -- readers -------------------------------------------------------------------
 
-def _read_ogr(path, layer):
+def _read_ogr(path, layer, person=None):
     try:
         import pyogrio
     except ImportError:  # pragma: no cover - fiona fallback
-        return _read_fiona(path, layer)
+        return _read_fiona(path, layer, person)
     try:
-        meta, table = pyogrio.read_arrow(path, layer=layer, columns=[], return_fids=False)
+        meta, table = pyogrio.read_arrow(path, layer=layer, columns=[person] if person else [],
+                                         return_fids=False)
     except Exception as exc:
+        if person and person in str(exc):
+            raise InputError(f"person column {person!r} is not in {os.path.basename(path)}") from None
         raise InputError(f"cannot read {path!r} as a vector layer: {_short(exc)}") from None
     gcol = meta.get("geometry_name") or "wkb_geometry"
     if gcol not in table.column_names:
         raise InputError(f"{path!r} has no geometry column; for a CSV give coordinate columns with --x/--y")
+    if person and person not in table.column_names:
+        raise InputError(f"person column {person!r} is not in {os.path.basename(path)}")
     col = table.column(gcol).combine_chunks()
-    return col, meta.get("crs"), len(table)
+    pers = table.column(person).to_numpy() if person else None
+    return col, meta.get("crs"), len(table), pers
 
 
-def _read_fiona(path, layer):  # pragma: no cover - exercised only without pyogrio
+def _read_fiona(path, layer, person=None):  # pragma: no cover - exercised only without pyogrio
     import geopandas as gpd
 
     try:
         gdf = gpd.read_file(path, layer=layer, engine="fiona")
     except Exception as exc:
         raise InputError(f"cannot read {path!r} as a vector layer: {_short(exc)}") from None
+    if person and person not in gdf.columns:
+        raise InputError(f"person column {person!r} is not in {os.path.basename(path)}")
     wkb = np.asarray(shapely.to_wkb(np.asarray(gdf.geometry.values)), dtype=object)
-    return wkb, gdf.crs, len(gdf)
+    return wkb, gdf.crs, len(gdf), (gdf[person].to_numpy() if person else None)
 
 
-def _read_geoparquet(path):
+def _read_geoparquet(path, person=None):
     import pyarrow.parquet as pq
 
     try:
@@ -180,28 +216,33 @@ def _read_geoparquet(path):
     crs = cmeta["crs"] if "crs" in cmeta else "OGC:CRS84"
     if isinstance(crs, dict):
         crs = json.dumps(crs)
-    col = pf.read(columns=[gcol]).column(gcol).combine_chunks()
+    if person and person not in pf.schema_arrow.names:
+        raise InputError(f"person column {person!r} is not in {os.path.basename(path)}")
+    tab = pf.read(columns=[gcol] + ([person] if person else []))
+    col = tab.column(gcol).combine_chunks()
+    pers = tab.column(person).to_numpy() if person else None
     if enc == "point":  # GeoArrow native point encoding: struct<x, y>
         import pyarrow as pa
 
         if isinstance(col.type, pa.StructType):
-            xs = col.field("x").to_numpy(zero_copy_only=False)
-            ys = col.field("y").to_numpy(zero_copy_only=False)
-            valid = ~np.asarray(col.is_null())
-            return _XY(xs[valid], ys[valid], int((~valid).sum())), crs, len(col)
+            xs = col.field("x").to_numpy(zero_copy_only=False).astype(float)
+            ys = col.field("y").to_numpy(zero_copy_only=False).astype(float)
+            null = np.asarray(col.is_null())
+            xs[null] = np.nan
+            ys[null] = np.nan
+            return _XY(xs, ys), crs, len(col), pers
     elif enc != "wkb":
         raise InputError(f"{path!r}: geometry encoding {enc!r} is not points; dpgeo needs point geometries")
-    return col, crs, len(col)
+    return col, crs, len(col), pers
 
 
 @dataclass
 class _XY:
     x: np.ndarray
     y: np.ndarray
-    n_null: int
 
 
-def _read_csv(path, xcol, ycol, input_crs) -> PointTable:
+def _read_csv(path, xcol, ycol, input_crs, person=None):
     import pandas as pd
 
     sep = "\t" if ".tsv" in path.lower() else None
@@ -240,20 +281,22 @@ def _read_csv(path, xcol, ycol, input_crs) -> PointTable:
         raise InputError(
             f"the CSV columns {xcol!r}/{ycol!r} carry no CRS; give --input-crs (e.g. --input-crs EPSG:26915)"
         )
+    if person is not None and person not in cols:
+        raise InputError(f"person column {person!r} not in {os.path.basename(path)} (columns: {', '.join(cols[:12])})")
     try:
-        df = pd.read_csv(path, usecols=[xcol, ycol], sep=sep, engine="python" if sep is None else "c")
+        df = pd.read_csv(path, usecols=[xcol, ycol] + ([person] if person else []), sep=sep,
+                         engine="python" if sep is None else "c")
     except Exception as exc:
         raise InputError(f"cannot read {path!r} as CSV: {_short(exc)}") from None
     xs = pd.to_numeric(df[xcol], errors="coerce").to_numpy(dtype=float)
     ys = pd.to_numeric(df[ycol], errors="coerce").to_numpy(dtype=float)
     ok = np.isfinite(xs) & np.isfinite(ys)
-    xs, ys = xs[ok], ys[ok]
-    if crs.is_geographic and xs.size and (np.abs(xs).max() > 180 or np.abs(ys).max() > 90):
+    if crs.is_geographic and ok.any() and (np.abs(xs[ok]).max() > 180 or np.abs(ys[ok]).max() > 90):
         raise InputError(
             f"columns {xcol!r}/{ycol!r} hold values outside longitude/latitude range; "
             "if they are projected coordinates give --input-crs"
         )
-    return PointTable(xs, ys, crs, int(len(df)), int((~ok).sum()), path)
+    return xs, ys, crs, int(len(df)), (df[person].to_numpy() if person else None)
 
 
 def _resolve_crs(crs, input_crs, what) -> CRS:
@@ -283,35 +326,33 @@ def _as_input_crs(c) -> CRS:
 
 
 def _decode_points(col):
-    """WKB (arrow binary array or object array) → x, y, number dropped."""
+    """WKB (arrow binary array or object array) → full-length x, y; NaN for null or empty points."""
     if isinstance(col, _XY):
-        ok = np.isfinite(col.x) & np.isfinite(col.y)
-        return col.x[ok].astype(float), col.y[ok].astype(float), int(col.n_null + (~ok).sum())
+        return col.x.astype(float), col.y.astype(float)
     fast = _decode_wkb_points_arrow(col)
     if fast is not None:
-        xs, ys, n_null = fast
-    else:
-        if hasattr(col, "to_numpy"):
-            col = col.to_numpy(zero_copy_only=False)
-        arr = np.asarray(col, dtype=object)
-        null = np.array([v is None for v in arr], dtype=bool) if arr.size else np.zeros(0, bool)
-        geoms = shapely.from_wkb(arr[~null], on_invalid="raise")
-        _check_point_types(shapely.get_type_id(geoms))
-        coords = shapely.get_coordinates(geoms)
-        # empty points have no coordinate: count them as dropped
-        has = shapely.get_num_coordinates(geoms) > 0
-        xs = np.full(geoms.size, np.nan)
-        ys = np.full(geoms.size, np.nan)
-        xs[has], ys[has] = coords[:, 0], coords[:, 1]
-        n_null = int(null.sum())
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    return xs[ok], ys[ok], int(n_null + (~ok).sum())
+        return fast
+    if hasattr(col, "to_numpy"):
+        col = col.to_numpy(zero_copy_only=False)
+    arr = np.asarray(col, dtype=object)
+    null = np.array([v is None for v in arr], dtype=bool) if arr.size else np.zeros(0, bool)
+    geoms = shapely.from_wkb(arr[~null], on_invalid="raise")
+    _check_point_types(shapely.get_type_id(geoms))
+    coords = shapely.get_coordinates(geoms)
+    has = shapely.get_num_coordinates(geoms) > 0  # empty points have no coordinate
+    gx = np.full(geoms.size, np.nan)
+    gy = np.full(geoms.size, np.nan)
+    gx[has], gy[has] = coords[:, 0], coords[:, 1]
+    xs = np.full(arr.size, np.nan)
+    ys = np.full(arr.size, np.nan)
+    xs[~null], ys[~null] = gx, gy
+    return xs, ys
 
 
 def _decode_wkb_points_arrow(col):
     """Vectorised decoding of 2-D little-endian WKB points from an arrow binary array.
 
-    Returns ``(x, y, n_null)``, or ``None`` when the array holds anything
+    Returns full-length ``(x, y)`` (NaN for nulls), or ``None`` when the array holds anything
     else (Z/M points, EWKB, big-endian, other geometry types): the caller
     then takes the general shapely path.
     """
@@ -323,7 +364,7 @@ def _decode_wkb_points_arrow(col):
         return None
     n = len(col)
     if n == 0:
-        return np.zeros(0), np.zeros(0), 0
+        return np.zeros(0), np.zeros(0)
     bufs = col.buffers()
     off_dtype = np.int64 if pa.types.is_large_binary(col.type) else np.int32
     offsets = np.frombuffer(bufs[1], dtype=off_dtype, count=n + 1, offset=col.offset * off_dtype().itemsize)
@@ -332,18 +373,21 @@ def _decode_wkb_points_arrow(col):
         if offsets[-1] - offsets[0] != 21 * n or not np.all(np.diff(offsets) == 21):
             return None
         rec = np.frombuffer(bufs[2], dtype=_WKB_POINT, count=n, offset=int(offsets[0]))
-        n_null = 0
-    else:
-        valid = ~np.asarray(col.is_null())
-        if not np.all(np.diff(offsets)[valid] == 21):
+        if not (np.all(rec["order"] == 1) and np.all(rec["type"] == 1)):
             return None
-        starts = offsets[:-1][valid].astype(np.int64)
-        data = np.frombuffer(bufs[2], dtype=np.uint8)
-        rec = data[starts[:, None] + np.arange(21)[None, :]].copy().view(_WKB_POINT).ravel()
-        n_null = int(n - starts.size)
+        return rec["x"].copy(), rec["y"].copy()
+    valid = ~np.asarray(col.is_null())
+    if not np.all(np.diff(offsets)[valid] == 21):
+        return None
+    starts = offsets[:-1][valid].astype(np.int64)
+    data = np.frombuffer(bufs[2], dtype=np.uint8)
+    rec = data[starts[:, None] + np.arange(21)[None, :]].copy().view(_WKB_POINT).ravel()
     if not (np.all(rec["order"] == 1) and np.all(rec["type"] == 1)):
         return None
-    return rec["x"].copy(), rec["y"].copy(), n_null
+    xs = np.full(n, np.nan)
+    ys = np.full(n, np.nan)
+    xs[valid], ys[valid] = rec["x"], rec["y"]
+    return xs, ys
 
 
 #: A little-endian 2-D WKB point: byte order, geometry type, x, y (21 bytes, packed).

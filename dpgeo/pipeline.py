@@ -68,29 +68,40 @@ def check_fraction(value, name, lo_open=True, hi_closed=False):
 
 # -- points ----------------------------------------------------------------------
 
-def load_points(points, *, input_crs=None) -> PointTable:
-    """Coordinates from a path, GeoDataFrame/GeoSeries, (x, y, crs) tuple or PointTable."""
+def load_points(points, *, input_crs=None, person=None) -> PointTable:
+    """Coordinates from a path, GeoDataFrame/GeoSeries, (x, y, crs) tuple or PointTable.
+
+    ``person`` is a column name for files and frames, or an array aligned with
+    the coordinates for a tuple.
+    """
     if isinstance(points, PointTable):
+        if person is not None and points.person is None:
+            raise InputError("the PointTable was read without a person column; read it with person=...")
         return points
     if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
-        return read_points(points, input_crs=input_crs)
+        return read_points(points, input_crs=input_crs, person=person)
     if hasattr(points, "crs") and (hasattr(points, "geometry") or type(points).__name__ == "GeoSeries"):
-        return points_from_frame(points, input_crs=input_crs)
+        return points_from_frame(points, input_crs=input_crs, person=person)
     if isinstance(points, tuple) and len(points) == 3:
         x, y, crs = points
-        from .io import _resolve_crs
+        from .io import _finish_table, _resolve_crs
 
         crs = _resolve_crs(crs, input_crs, "the coordinate arrays")
         x = np.asarray(x, dtype=float).ravel()
         y = np.asarray(y, dtype=float).ravel()
         if x.shape != y.shape:
             raise InputError(f"x and y must have the same length, got {x.size} and {y.size}")
-        ok = np.isfinite(x) & np.isfinite(y)
         if x.size == 0:
             raise InputError("the point arrays are empty")
-        if not ok.any():
+        pers = None
+        if person is not None:
+            pers = np.asarray(person).ravel()
+            if pers.shape != x.shape:
+                raise InputError(f"person must have one identifier per point ({x.size}), got {pers.size}")
+        table = _finish_table(x, y, crs, x.size, "arrays", pers)
+        if table.x.size == 0:
             raise InputError(f"no usable points: all {x.size} coordinates are NaN or infinite")
-        return PointTable(x[ok], y[ok], crs, int(x.size), int((~ok).sum()), "arrays")
+        return table
     raise InputError(
         "points must be a GeoDataFrame/GeoSeries of points, a file path, or a tuple (x, y, crs); "
         f"got {type(points).__name__}"
@@ -100,15 +111,16 @@ def load_points(points, *, input_crs=None) -> PointTable:
 class PreparedPoints:
     """Points projected to the working CRS and assigned to the study area (private)."""
 
-    def __init__(self, area: StudyArea, x, y, diagnostics: dict):
+    def __init__(self, area: StudyArea, x, y, diagnostics: dict, person=None):
         self.area = area
         self.x = x
         self.y = y
         self.diagnostics = diagnostics
+        self.person = person
 
 
 def prepare_points(points, *, domain, domain_crs=None, crs=None, domain_from_data=False,
-                   input_crs=None) -> PreparedPoints:
+                   input_crs=None, person=None) -> PreparedPoints:
     """Load points, fix the public study area and project the points into metres."""
     if domain is not None and domain_from_data:
         raise DomainError("give either a study area (--domain) or --domain-from-data, not both")
@@ -117,21 +129,54 @@ def prepare_points(points, *, domain, domain_crs=None, crs=None, domain_from_dat
     area = None
     if domain is not None:  # validate the public inputs before touching the data
         area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    table = load_points(points, input_crs=input_crs)
+    table = load_points(points, input_crs=input_crs, person=person)
     if area is None:
         area = StudyArea.from_points_extent(table.x, table.y, table.crs, working_crs=crs)
     x, y = _project(table, area)
+    pers = table.person if person is not None else None
     ok = np.isfinite(x) & np.isfinite(y)
     n_bad = int((~ok).sum())
     if n_bad:
         x, y = x[ok], y[ok]
+        pers = None if pers is None else pers[ok]
     diag = {
         "n_read": table.n_read,
         "n_dropped_invalid": table.n_dropped + n_bad,
         "input_crs": table.crs.to_string(),
         "source": table.source,
     }
-    return PreparedPoints(area, x, y, diag)
+    return PreparedPoints(area, x, y, diag, pers)
+
+
+def _contribution(person, max_points_per_person, sensitivity):
+    """Sensitivity and privacy unit from the person/cap/sensitivity parameters (checked)."""
+    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
+    if person is None:
+        if max_points_per_person is not None:
+            raise ParameterError("max_points_per_person needs person (the column or ids that identify "
+                                 "each point's person)")
+        return sensitivity, None
+    if sensitivity != 1:
+        raise ParameterError("with person=..., bound the contribution with max_points_per_person, not sensitivity")
+    if max_points_per_person is None:
+        raise ParameterError("person=... needs max_points_per_person: the most points one person may contribute "
+                             "(the noise scales with it; extra points are dropped at random)")
+    k = check_int(max_points_per_person, "max_points_per_person")
+    return k, k
+
+
+def _kept_cells(assign, prep, cap, rng, diag):
+    """Cell ids after capping each person's points at ``cap`` (``assign`` has a mask)."""
+    if cap is None:
+        return assign.cell_id, assign.mask
+    from .contribution import cap_per_person
+
+    keep = cap_per_person(prep.person[assign.mask], cap, rng)
+    diag["n_dropped_by_person_cap"] = int((~keep).sum())
+    diag["n_used"] = int(keep.sum())
+    mask = assign.mask.copy()
+    mask[np.flatnonzero(assign.mask)[~keep]] = False
+    return assign.cell_id[keep], mask
 
 
 def _project(table: PointTable, area: StudyArea):
@@ -160,7 +205,7 @@ def _project(table: PointTable, area: StudyArea):
 
 # -- metadata --------------------------------------------------------------------
 
-def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity):
+def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity, person=None, cap=None):
     reasons = []
     if seeded:
         reasons.append("a fixed random seed was used (reproducible noise is for tests only)")
@@ -173,7 +218,11 @@ def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity):
         "not_private_reasons": reasons,
         "neighbouring_relation": (
             f"add or remove one record; each record contributes at most {sensitivity:g} point(s)"
+            if cap is None else
+            f"add or remove one person (identified by {person}); at most {cap} point(s) per person are kept, "
+            "chosen uniformly at random"
         ),
+        "privacy_unit": "record" if cap is None else "person",
         "sensitivity_points_per_record": sensitivity,
         "epsilon": epsilon,
         "delta": 0.0,
@@ -182,6 +231,12 @@ def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity):
         "dpgeo_version": __version__,
         "created_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
     }
+
+
+def _person_label(person):
+    if person is None:
+        return None
+    return f"column {person!r}" if isinstance(person, str) else "the given person identifiers"
 
 
 def _crs_label(crs):
@@ -273,6 +328,8 @@ def dbscan_spans(
     histogram: str = "auto",
     gamma: str = "laplace",
     sensitivity: int = 1,
+    person=None,
+    max_points_per_person: int | None = None,
     seed: int | None = None,
     domain_from_data: bool = False,
     input_crs=None,
@@ -320,7 +377,14 @@ def dbscan_spans(
         smallest Γ with the guarantee, from the exact law of the summed
         discrete noise — finds smaller clusters, fatter spans.
     sensitivity : int
-        Maximum points per record (default 1: one point per person).
+        Maximum points per record (default 1: one point per record).
+    person : str or array_like, optional
+        Make the guarantee per **person**: a column name (file or frame
+        input) or an array of identifiers (tuple input) saying whose each
+        point is. Each person keeps at most ``max_points_per_person`` points,
+        chosen uniformly at random, and the noise scales with that number.
+    max_points_per_person : int, optional
+        Required with ``person``.
     seed : int, optional
         Fixed seed for tests. The output is then marked **not private**.
     domain_from_data : bool
@@ -348,28 +412,32 @@ def dbscan_spans(
     """
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity)
+    sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
     noise_src = make_generator(seed)
     _progress(progress, 0.0, "reading points")
     prep = prepare_points(points, domain=domain, domain_crs=domain_crs, crs=crs,
-                          domain_from_data=domain_from_data, input_crs=input_crs)
+                          domain_from_data=domain_from_data, input_crs=input_crs, person=person)
     _progress(progress, 0.25, "fixing the grid")
     grid, kind, q, theta, bound, params = _dbscan_setup(
         prep.area, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
         histogram=histogram, gamma=gamma, sensitivity=sensitivity,
         max_dense_cells=max_dense_cells, max_false_cells=max_false_cells)
-    assign = grid.assign(prep.x, prep.y)
-    diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
+    assign = grid.assign(prep.x, prep.y, return_mask=cap is not None)
     check_overlap(assign, prep)
-    _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
-    hist = noisy_histogram(grid, assign.cell_id, epsilon=epsilon, sensitivity=sensitivity,
-                           rng=noise_src.generator, method=kind, max_false_cells=max_false_cells)
+    diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
+    cell_id, _ = _kept_cells(assign, prep, cap, noise_src.generator, diag)
     del assign
+    _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
+    hist = noisy_histogram(grid, cell_id, epsilon=epsilon, sensitivity=sensitivity,
+                           rng=noise_src.generator, method=kind, max_false_cells=max_false_cells)
+    del cell_id
     _progress(progress, 0.6, "core cells and spans")
     spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound)
     _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
     layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
     md = base_metadata(method="dbscan_spans", mechanism="DP-DBSCAN spans (Qiu & Yi, Algorithm 1)",
-                       epsilon=epsilon, area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity)
+                       epsilon=epsilon, area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity,
+                       person=_person_label(person), cap=cap)
     md.update(params)
     md["grid"] = grid.to_metadata()
     md["n_clusters"] = spans.n_clusters
@@ -471,6 +539,8 @@ def wavecluster(
     n_public: int | None = None,
     k_rule: str = "direct",
     sensitivity: int = 1,
+    person=None,
+    max_points_per_person: int | None = None,
     seed: int | None = None,
     domain_from_data: bool = False,
     input_crs=None,
@@ -514,6 +584,9 @@ def wavecluster(
         PrivTHR's estimate of the number of significant coefficients.
     sensitivity : int
         Maximum points per record (default 1).
+    person, max_points_per_person : optional
+        Per-person guarantee with a cap on points per person, as for
+        :func:`dbscan_spans`.
     seed : int, optional
         Fixed seed for tests; the output is marked not private.
     domain_from_data : bool
@@ -542,7 +615,7 @@ def wavecluster(
         if epsilon is None:
             raise ParameterError(f"method {method!r} needs epsilon (the privacy budget)")
         epsilon = check_epsilon(epsilon)
-    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
+    sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
     if not (isinstance(percentile, numbers.Real) and 0 <= percentile < 100):
         raise ParameterError(f"percentile must be in [0, 100), got {percentile!r}")
     if domain is not None:
@@ -552,20 +625,21 @@ def wavecluster(
     noise_src = make_generator(seed)
     _progress(progress, 0.0, "reading points")
     prep = prepare_points(points, domain=domain, domain_crs=domain_crs, crs=crs,
-                          domain_from_data=domain_from_data, input_crs=input_crs)
+                          domain_from_data=domain_from_data, input_crs=input_crs, person=person)
     grid = _wavecluster_grid(prep.area, cell_m, grid_size)
     _progress(progress, 0.3, f"counting on a {grid.nx} x {grid.ny} grid")
-    assign = grid.assign(prep.x, prep.y, return_mask=(method == "baseline"))
+    assign = grid.assign(prep.x, prep.y, return_mask=(method == "baseline" or cap is not None))
     check_overlap(assign, prep)
     diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
+    cell_id, kept = _kept_cells(assign, prep, cap, noise_src.generator, diag)
     _progress(progress, 0.5, f"{method}: wavelet approximation and threshold")
     if method == "baseline":
-        res = wavecluster_baseline(prep.x[assign.mask], prep.y[assign.mask], bounds=grid.bounds,
+        res = wavecluster_baseline(prep.x[kept], prep.y[kept], bounds=grid.bounds,
                                    shape=(grid.ny, grid.nx), epsilon=epsilon, percentile=percentile,
                                    wavelet=wavelet, mode=mode, n_public=n_public, sensitivity=sensitivity,
                                    rng=noise_src)
     else:
-        counts = np.bincount(assign.cell_id, minlength=grid.nx * grid.ny).reshape(grid.ny, grid.nx)
+        counts = np.bincount(cell_id, minlength=grid.nx * grid.ny).reshape(grid.ny, grid.nx)
         res = wavecluster_cells(counts, method=method, epsilon=epsilon, percentile=percentile, wavelet=wavelet,
                                 mode=mode, count_split=count_split, count_cap=count_cap, n_public=n_public,
                                 sensitivity=sensitivity, universe=grid.universe_mask(), k_rule=k_rule,
@@ -573,7 +647,7 @@ def wavecluster(
         if method == "exact":
             res.noisy_counts = counts  # the true counts: the output is not private anyway
         del counts
-    del assign
+    del assign, cell_id, kept
     _progress(progress, 0.8, f"polygons for {res.n_clusters} clusters")
     flat = res.labels.ravel()
     cell_id = np.flatnonzero(flat)
@@ -584,7 +658,8 @@ def wavecluster(
     else:
         layer = cluster_polygons(grid, cell_id, label, count, q=res.q)
     md = base_metadata(method=method, mechanism=f"DP WaveCluster ({_WC_NAMES[method]})", epsilon=epsilon,
-                       area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity)
+                       area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity,
+                       person=_person_label(person), cap=cap)
     rep = dict(res.report)
     reasons = md["not_private_reasons"] + [r for r in rep.pop("not_private_reasons", [])
                                            if "seeded" not in r]
