@@ -139,3 +139,11 @@ def test_bad_epsilon():
     for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ParameterError, match="epsilon"):
             noise.discrete_laplace_q(bad)
+
+
+def test_discrete_laplace_sf_matches_pmf():
+    q = math.exp(-0.7)
+    z = np.arange(-200, 201)
+    pmf = noise.discrete_laplace_pmf(z, q)
+    for t in (-5, -1, 0, 1, 2, 7):
+        assert noise.discrete_laplace_sf(t, q) == pytest.approx(pmf[z >= t].sum(), rel=1e-12)
