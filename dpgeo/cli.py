@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gamma", choices=["laplace", "exact"], default="laplace",
                    help="core threshold bound: the paper's Γ_Lap (default; conservative, thinner spans) "
                         "or the smallest exact bound (finds smaller clusters, fatter spans)")
+    g.add_argument("--extent", choices=["grown", "core"], default="grown",
+                   help="spans reach: grown (default) = core spans grown, never merged, into the neighbouring cells "
+                        "certified by the exact bound; core = only the core cells (the paper's Algorithm 1)")
     _add_domain_args(sp)
     g = sp.add_argument_group("output")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress or diagnostics")
@@ -128,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--eta", type=float, default=1.0)
     pv.add_argument("--histogram", choices=["auto", "dense", "sparse"], default="auto")
     pv.add_argument("--gamma", choices=["laplace", "exact"], default="laplace")
+    pv.add_argument("--extent", choices=["grown", "core"], default="grown")
     pv.add_argument("--max-points-per-record", type=int, default=1, metavar="N")
     pv.add_argument("--json", action="store_true", help="print JSON")
     _add_domain_args(pv, with_data_flag=False)
@@ -275,12 +279,12 @@ def _cmd_spans(args):
 
     # everything public is checked before the (possibly large) input is read
     _check_dbscan_params(args.epsilon, args.radius, args.min_points, args.beta, args.eta,
-                         args.histogram, args.gamma, args.max_points_per_record)
+                         args.histogram, args.gamma, args.max_points_per_record, args.extent)
     prog, domain, table = _prepare_run(args)
     res = dbscan_spans(
         table, epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
         domain=domain, crs=args.crs, beta=args.beta, eta=args.eta,
-        histogram=args.histogram, gamma=args.gamma, sensitivity=args.max_points_per_record,
+        histogram=args.histogram, gamma=args.gamma, extent=args.extent, sensitivity=args.max_points_per_record,
         person=args.person, max_points_per_person=args.max_points_per_person,
         seed=args.seed, domain_from_data=args.domain_from_data, progress=prog,
     )
@@ -299,7 +303,7 @@ def _cmd_preview(args):
         as_study_area(None)
     p = noise_preview(epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
                       domain=args.domain, domain_crs=args.domain_crs, crs=args.crs, beta=args.beta,
-                      eta=args.eta, histogram=args.histogram, gamma=args.gamma,
+                      eta=args.eta, histogram=args.histogram, gamma=args.gamma, extent=args.extent,
                       sensitivity=args.max_points_per_record)
     print(json.dumps(p, indent=2) if args.json else format_metadata(p))
     return 0
@@ -356,6 +360,7 @@ def _compare_command(sub):
     g.add_argument("--eta", type=float, default=1.0, help="cell width factor η′ in (0, 1]")
     g.add_argument("--histogram", choices=["auto", "dense", "sparse"], default="auto")
     g.add_argument("--gamma", choices=["laplace", "exact"], default="laplace")
+    g.add_argument("--extent", choices=["grown", "core"], default="grown")
     g.add_argument("--reference-max-points", type=int, default=500_000, metavar="N",
                    help="refuse the non-private DBSCAN on more points than this (memory; default 500000)")
     g = cp.add_argument_group("WaveCluster (--algorithm wavecluster)")
@@ -379,7 +384,8 @@ def _cmd_compare(args):
 
     if args.algorithm == "spans":
         params = dict(radius_m=args.radius, min_points=args.min_points, beta=args.beta, eta=args.eta,
-                      histogram=args.histogram, gamma=args.gamma, sensitivity=args.max_points_per_record)
+                      histogram=args.histogram, gamma=args.gamma, extent=args.extent,
+                      sensitivity=args.max_points_per_record)
         if args.radius is None or args.min_points is None:
             from .errors import ParameterError
 

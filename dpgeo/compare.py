@@ -65,7 +65,7 @@ NOT_PRIVATE_NOTICE = (
 )
 
 ALGORITHMS = ("spans", "wavecluster")
-_SPANS_PARAMS = ("radius_m", "min_points", "beta", "eta", "histogram", "gamma", "sensitivity",
+_SPANS_PARAMS = ("radius_m", "min_points", "beta", "eta", "histogram", "gamma", "extent", "sensitivity",
                  "max_dense_cells", "max_false_cells")
 _WAVE_PARAMS = ("method", "cell_m", "grid_size", "percentile", "wavelet", "mode", "count_split", "count_cap",
                 "n_public", "k_rule", "sensitivity")
@@ -225,7 +225,8 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
                 raise ParameterError(f"algorithm 'spans' needs {req} (--{req.replace('_m', '').replace('_', '-')})")
         _check_dbscan_params(epsilon, params["radius_m"], params["min_points"], params.get("beta", 0.05),
                              params.get("eta", 1.0), params.get("histogram", "auto"),
-                             params.get("gamma", "laplace"), params.get("sensitivity", 1))
+                             params.get("gamma", "laplace"), params.get("sensitivity", 1),
+                             params.get("extent", "grown"))
     else:
         method = params.get("method", "privthr")
         if method == "exact" or method not in WAVECLUSTER_METHODS:

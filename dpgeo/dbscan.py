@@ -5,6 +5,10 @@ Pipeline: points → cells of width ``w = η′·α/√2`` over the public study
 neighbourhood sums over the κ cells of NB(X) → core cells → core cells
 closer than α merged → connected components = spans.
 
+With ``extent="grown"`` the spans are then grown, without merging, into
+the neighbouring cells that pass the tightest certified threshold (see
+:func:`grow_spans`).
+
 Only the histogram touches the private data; everything after it is
 post-processing of the released counts with public parameters, so the whole
 output is ε-DP (see ``docs/privacy.md``).
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import connected_components, dijkstra
 
 from .errors import ParameterError
 from .grid import Grid, neighbourhood_offsets
@@ -38,12 +42,18 @@ __all__ = [
     "neighbourhood_sums",
     "core_cells",
     "merge_cells",
+    "grow_spans",
     "dbscan_cells",
     "DEFAULT_BETA",
+    "EXTENTS",
 ]
 
 #: Default failure probability β of the Γ bound (a 95% guarantee).
 DEFAULT_BETA = 0.05
+
+#: How far a span reaches: ``"core"`` (the core cells of Algorithm 1) or
+#: ``"grown"`` (core cells grown into the cells certified by the exact Γ).
+EXTENTS = ("core", "grown")
 
 
 @dataclass
@@ -146,12 +156,16 @@ def neighbourhood_sums(hist: NoisyHistogram, offsets: np.ndarray, cells: np.ndar
     return total
 
 
-def core_cells(hist: NoisyHistogram, offsets: np.ndarray, threshold: float) -> np.ndarray:
-    """Sorted flat ids of universe cells whose noisy NB-sum is ``>= threshold``."""
+def core_cells(hist: NoisyHistogram, offsets: np.ndarray, threshold: float, *, return_sums: bool = False):
+    """Sorted flat ids of universe cells whose noisy NB-sum is ``>= threshold``.
+
+    With ``return_sums=True`` also returns their noisy NB-sums (int64).
+    """
     g = hist.grid
     if hist.kind == "dense":
         sums = neighbourhood_sums(hist, offsets).ravel()
         ids = np.flatnonzero(sums >= threshold)
+        sums = sums[ids]
     else:
         # A cell can only reach the threshold if some released cell in its
         # neighbourhood holds at least threshold/κ; only those seed candidates.
@@ -159,7 +173,8 @@ def core_cells(hist: NoisyHistogram, offsets: np.ndarray, threshold: float) -> n
         need = max(1, int(math.ceil(threshold / kappa)))
         seeds = hist.cell_id[hist.count >= need]
         if seeds.size == 0:
-            return np.zeros(0, dtype=np.int64)
+            empty = np.zeros(0, dtype=np.int64)
+            return (empty, empty.copy()) if return_sums else empty
         sx, sy = g.cell_xy(seeds)
         cand = []
         for dx, dy in offsets.tolist():  # NB is symmetric
@@ -168,21 +183,18 @@ def core_cells(hist: NoisyHistogram, offsets: np.ndarray, threshold: float) -> n
             cand.append(jy[ok] * g.nx + jx[ok])
         cand = np.unique(np.concatenate(cand))
         sums = neighbourhood_sums(hist, offsets, cand)
-        ids = cand[sums >= threshold]
-    return ids[g.in_universe(ids)]
+        keep = sums >= threshold
+        ids, sums = cand[keep], sums[keep]
+    inside = g.in_universe(ids)
+    ids, sums = ids[inside], sums[inside]
+    return (ids, sums) if return_sums else ids
 
 
-def merge_cells(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
-    """Connected components of ``cells`` joined when closer than α (NB offsets).
-
-    O(|cells|·κ) time and memory. Returns int labels 1..k in the order of
-    ``cells`` (sorted ids), numbered by first appearance.
-    """
+def _pairs(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
+    """Index pairs ``(i, j)`` of ``cells`` (sorted ids) closer than α, each pair once, and their offsets' lengths."""
     n = cells.size
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), 0
     ix, iy = grid.cell_xy(cells)
-    rows, cols = [], []
+    rows, cols, lens = [], [], []
     for dx, dy in offsets.tolist():
         if (dy, dx) <= (0, 0):  # each unordered pair once; skip self
             continue
@@ -194,8 +206,23 @@ def merge_cells(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
         hit = cells[pos] == nid
         rows.append(src[hit])
         cols.append(pos[hit])
-    r = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+        lens.append(np.full(int(hit.sum()), math.hypot(dx, dy)))
+    if not rows:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z.copy(), np.zeros(0)
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(lens)
+
+
+def merge_cells(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
+    """Connected components of ``cells`` joined when closer than α (NB offsets).
+
+    O(|cells|·κ) time and memory. Returns int labels 1..k in the order of
+    ``cells`` (sorted ids), numbered by first appearance.
+    """
+    n = cells.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    r, c, _ = _pairs(grid, cells, offsets)
     adj = coo_matrix((np.ones(r.size, dtype=np.int8), (r, c)), shape=(n, n))
     k, lab = connected_components(adj, directed=False)
     # renumber by first appearance so labels are stable and start at 1
@@ -204,6 +231,58 @@ def merge_cells(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
     remap = np.empty(k, dtype=np.int64)
     remap[lab[first[order]]] = np.arange(1, k + 1)
     return remap[lab], int(k)
+
+
+def grow_spans(grid: Grid, cells: np.ndarray, seed: np.ndarray, seed_label: np.ndarray, offsets: np.ndarray):
+    """Grow labelled seed cells through ``cells`` without merging them.
+
+    Every cell of ``cells`` takes the label of the seed cell nearest to it
+    along paths of cells closer than α to each other (path length: the sum of
+    the centre-to-centre distances, in cell widths). Seeds keep their own
+    label; two spans that grow into each other stay two spans, split where
+    they meet. Cells no path connects to a seed get label 0.
+
+    Parameters
+    ----------
+    grid : Grid
+    cells : numpy.ndarray
+        Sorted flat ids of the cells that may be reached (seeds included).
+    seed : numpy.ndarray of bool
+        Which of ``cells`` are seeds.
+    seed_label : numpy.ndarray
+        Label (≥ 1) of each seed, in the order of ``cells[seed]``.
+    offsets : numpy.ndarray
+        NB offsets (cells closer than α).
+
+    Returns
+    -------
+    numpy.ndarray
+        Label of each of ``cells`` (0 = not reached).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid, neighbourhood_offsets
+    >>> area = StudyArea.from_bbox((0, 0, 100, 10), crs="EPSG:32615", working_crs="EPSG:32615")
+    >>> g = Grid(area, 10 / 2 ** 0.5)
+    >>> cells = np.arange(12)                       # a row of 12 cells
+    >>> seed = np.isin(cells, [0, 11])              # spans 1 and 2 at both ends
+    >>> grow_spans(g, cells, seed, np.array([1, 2]), neighbourhood_offsets(1.0)).tolist()
+    [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2]
+    """
+    n = cells.size
+    out = np.zeros(n, dtype=np.int64)
+    if n == 0 or not seed.any():
+        return out
+    spos = np.flatnonzero(seed)
+    out[spos] = seed_label
+    r, c, lens = _pairs(grid, cells, offsets)
+    graph = coo_matrix((lens, (r, c)), shape=(n, n)).tocsr()
+    _, _, source = dijkstra(graph, directed=False, indices=spos, return_predecessors=True, min_only=True)
+    reached = source >= 0
+    out[reached] = out[source[reached]]
+    return out
 
 
 @dataclass
@@ -220,6 +299,9 @@ class SpanCells:
     count : numpy.ndarray
         Released noisy count of each core cell.
     n_clusters : int
+    n_core_cells : int
+        How many of the cells passed the core threshold ``MinPts + Γ`` (the
+        rest were reached by growing, ``extent="grown"``).
     """
 
     grid: Grid
@@ -227,6 +309,7 @@ class SpanCells:
     label: np.ndarray
     count: np.ndarray
     n_clusters: int
+    n_core_cells: int = -1
 
     def label_grid(self) -> np.ndarray:
         """``(ny, nx)`` int array of cluster ids (0 = not in a span)."""
@@ -245,10 +328,24 @@ class SpanCells:
         return out
 
 
-def dbscan_cells(hist: NoisyHistogram, *, min_points: int, eta: float, bound: NoiseBound):
-    """Core cells and their spans from a released histogram (post-processing only)."""
+def dbscan_cells(hist: NoisyHistogram, *, min_points: int, eta: float, bound: NoiseBound,
+                 extent_bound: NoiseBound | None = None):
+    """Core cells and their spans from a released histogram (post-processing only).
+
+    ``extent_bound`` (for ``extent="grown"``): the spans formed by the core
+    cells at ``MinPts + bound.gamma`` are grown, without merging, into the
+    cells whose noisy NB-sum reaches ``MinPts + extent_bound.gamma``.
+    """
     offsets = neighbourhood_offsets(eta)
     threshold = min_points + bound.gamma
-    cells = core_cells(hist, offsets, threshold)
-    labels, k = merge_cells(hist.grid, cells, offsets)
-    return SpanCells(hist.grid, cells, labels, hist.lookup(cells), k)
+    if extent_bound is None or extent_bound.gamma >= bound.gamma:
+        cells = core_cells(hist, offsets, threshold)
+        labels, k = merge_cells(hist.grid, cells, offsets)
+        return SpanCells(hist.grid, cells, labels, hist.lookup(cells), k, cells.size)
+    cells, sums = core_cells(hist, offsets, min_points + extent_bound.gamma, return_sums=True)
+    strong = sums >= threshold
+    seed_label, k = merge_cells(hist.grid, cells[strong], offsets)
+    labels = grow_spans(hist.grid, cells, strong, seed_label, offsets)
+    keep = labels > 0
+    cells, labels = cells[keep], labels[keep]
+    return SpanCells(hist.grid, cells, labels, hist.lookup(cells), k, int(strong.sum()))

@@ -16,7 +16,7 @@ import numpy as np
 from pyproj import Transformer
 
 from ._version import __version__
-from .dbscan import DEFAULT_BETA, dbscan_cells, noise_bound
+from .dbscan import DEFAULT_BETA, EXTENTS, dbscan_cells, noise_bound
 from .domain import StudyArea, as_study_area
 from .errors import DomainError, InputError, NotPrivateWarning, ParameterError
 from .grid import Grid, cell_width_for_radius, neighbourhood_offsets
@@ -257,7 +257,7 @@ def _progress(cb, frac, msg):
 
 # -- DP-DBSCAN -------------------------------------------------------------------
 
-def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity):
+def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent="grown"):
     epsilon = check_epsilon(epsilon)
     radius_m = check_positive(radius_m, "radius", " (metres)")
     min_points = check_int(min_points, "min_points (MinPts)")
@@ -267,6 +267,8 @@ def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, ga
         raise ParameterError(f"histogram must be 'auto', 'dense' or 'sparse', got {histogram!r}")
     if gamma not in ("exact", "laplace"):
         raise ParameterError(f"gamma must be 'laplace' or 'exact', got {gamma!r}")
+    if extent not in EXTENTS:
+        raise ParameterError(f"extent must be 'grown' or 'core', got {extent!r}")
     sensitivity = check_int(sensitivity, "sensitivity (points per record)")
     return epsilon, radius_m, min_points, beta, eta, sensitivity
 
@@ -282,7 +284,7 @@ def check_overlap(assign, prep):
 
 
 def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,
-                  max_dense_cells, max_false_cells):
+                  max_dense_cells, max_false_cells, extent="grown"):
     """All public quantities of a DP-DBSCAN run (no data involved)."""
     grid = Grid(area, cell_width_for_radius(radius_m, eta))
     kappa = len(neighbourhood_offsets(eta))
@@ -291,6 +293,11 @@ def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, 
     theta = sparse_threshold(grid.n_cells, q, max_false_cells) if kind == "sparse" else None
     bound = noise_bound(kappa=kappa, n_cells=grid.n_cells, q=q, epsilon_eff=epsilon / sensitivity,
                         beta=beta, theta=theta, method=gamma)
+    # grown spans reach the cells certified by the tightest bound at the same β
+    extent_bound = None
+    if extent == "grown":
+        extent_bound = noise_bound(kappa=kappa, n_cells=grid.n_cells, q=q, epsilon_eff=epsilon / sensitivity,
+                                   beta=beta, theta=theta, method="exact")
     params = {
         "epsilon": epsilon,
         "beta": beta,
@@ -302,6 +309,8 @@ def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, 
         "gamma_low": bound.gamma_low,
         "gamma_method": gamma,
         "gamma_laplace": bound.gamma_laplace,
+        "extent": extent,
+        "extent_threshold": min_points + (extent_bound or bound).gamma,
         "kappa": kappa,
         "eta": eta,
         "cell_width_m": grid.cell_m,
@@ -311,7 +320,7 @@ def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, 
         "noise": "discrete Laplace (two-sided geometric)",
         "noise_q": q,
     }
-    return grid, kind, q, theta, bound, params
+    return grid, kind, q, theta, bound, extent_bound, params
 
 
 def dbscan_spans(
@@ -327,6 +336,7 @@ def dbscan_spans(
     eta: float = 1.0,
     histogram: str = "auto",
     gamma: str = "laplace",
+    extent: str = "grown",
     sensitivity: int = 1,
     person=None,
     max_points_per_person: int | None = None,
@@ -376,6 +386,14 @@ def dbscan_spans(
         exact bound if larger — conservative, thinner spans. ``exact``: the
         smallest Γ with the guarantee, from the exact law of the summed
         discrete noise — finds smaller clusters, fatter spans.
+    extent : {"grown", "core"}
+        How far each span reaches. ``grown`` (default): the spans formed by
+        the core cells (threshold ``MinPts + Γ``, which decides which
+        clusters exist and which are separate) are grown, without ever
+        merging two of them, into the neighbouring cells whose noisy sum
+        reaches ``MinPts + Γ_exact`` — the tightest threshold with the same
+        guarantee — so a cluster's fringe is not eroded by a conservative Γ.
+        ``core``: only the core cells (the paper's Algorithm 1 as published).
     sensitivity : int
         Maximum points per record (default 1: one point per record).
     person : str or array_like, optional
@@ -411,17 +429,17 @@ def dbscan_spans(
     (1, 21, False)
     """
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
-        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity)
+        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
     noise_src = make_generator(seed)
     _progress(progress, 0.0, "reading points")
     prep = prepare_points(points, domain=domain, domain_crs=domain_crs, crs=crs,
                           domain_from_data=domain_from_data, input_crs=input_crs, person=person)
     _progress(progress, 0.25, "fixing the grid")
-    grid, kind, q, theta, bound, params = _dbscan_setup(
+    grid, kind, q, theta, bound, extent_bound, params = _dbscan_setup(
         prep.area, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
         histogram=histogram, gamma=gamma, sensitivity=sensitivity,
-        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells)
+        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells, extent=extent)
     assign = grid.assign(prep.x, prep.y, return_mask=cap is not None)
     check_overlap(assign, prep)
     diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
@@ -432,7 +450,7 @@ def dbscan_spans(
                            rng=noise_src.generator, method=kind, max_false_cells=max_false_cells)
     del cell_id
     _progress(progress, 0.6, "core cells and spans")
-    spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound)
+    spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound, extent_bound=extent_bound)
     _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
     layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
     md = base_metadata(method="dbscan_spans", mechanism="DP-DBSCAN spans (Qiu & Yi, Algorithm 1)",
@@ -441,6 +459,8 @@ def dbscan_spans(
     md.update(params)
     md["grid"] = grid.to_metadata()
     md["n_clusters"] = spans.n_clusters
+    md["n_span_cells"] = int(spans.cell_id.size)
+    md["n_core_cells"] = spans.n_core_cells
     md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
@@ -459,6 +479,7 @@ def noise_preview(
     eta: float = 1.0,
     histogram: str = "auto",
     gamma: str = "laplace",
+    extent: str = "grown",
     sensitivity: int = 1,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
@@ -483,12 +504,12 @@ def noise_preview(
     (21, 3)
     """
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
-        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity)
+        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    grid, kind, q, theta, bound, params = _dbscan_setup(
+    grid, kind, q, theta, bound, _, params = _dbscan_setup(
         area, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
         histogram=histogram, gamma=gamma, sensitivity=sensitivity,
-        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells)
+        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells, extent=extent)
     params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
     params["count_sd"] = math.sqrt(2 * q) / (1 - q)
     params["working_crs"] = _crs_label(area.crs)

@@ -13,8 +13,8 @@ __all__ = ["ClusterLayer", "format_metadata"]
 _SUMMARY_KEYS = [
     "mechanism", "method", "differentially_private", "not_private_reasons", "neighbouring_relation",
     "epsilon", "epsilon_split", "delta", "beta", "radius_m", "min_points", "min_points_prime", "gamma",
-    "gamma_low", "gamma_method", "gamma_laplace", "kappa", "eta", "cell_width_m", "n_cells", "histogram",
-    "theta", "wavelet", "percentile", "threshold", "k_prime", "n_clusters", "working_crs", "dpgeo_version",
+    "gamma_low", "gamma_method", "gamma_laplace", "extent", "extent_threshold", "kappa", "eta", "cell_width_m", "n_cells", "histogram",
+    "theta", "wavelet", "percentile", "threshold", "k_prime", "n_clusters", "n_core_cells", "n_span_cells", "working_crs", "dpgeo_version",
 ]
 
 
