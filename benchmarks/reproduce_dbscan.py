@@ -120,8 +120,9 @@ DATASETS = {
 PLOT_SETS = ("circles", "moons", "blobs", "t4", "t5", "t7")
 
 MECHANISMS = {
-    "dpgeo": "dpgeo, β = 0.05 (default)",
-    "dpgeo_b05": "dpgeo, β = 0.5 (authors' setting)",
+    "dpgeo": "dpgeo, β = 0.05, grown spans (default)",
+    "dpgeo_core": "dpgeo, β = 0.05, core spans (paper's Algorithm 1)",
+    "dpgeo_b05": "dpgeo, β = 0.5 (authors' setting), grown spans",
     "dpgeo_fixT": "dpgeo, β = 0.05, MinPts′ held at its ε = 1 value",
     "dp_kmeans": "DP k-means (diffprivlib)",
     "dbscan": "DBSCAN (non-private)",
@@ -167,12 +168,12 @@ def n_true_clusters(labels):
 
 # -- mechanisms ------------------------------------------------------------------------
 
-def run_dpgeo(spec, x, y, *, epsilon, beta, seed, bbox=None):
+def run_dpgeo(spec, x, y, *, epsilon, beta, seed, bbox=None, extent="grown"):
     import dpgeo
 
     return dpgeo.dbscan_spans((x, y, BENCH_CRS), epsilon=epsilon, radius_m=spec.alpha, min_points=spec.min_points,
                               domain=bbox or spec.bbox, domain_crs=BENCH_CRS, crs=BENCH_CRS, beta=beta,
-                              eta=spec.eta, gamma="laplace", seed=seed)
+                              eta=spec.eta, gamma="laplace", extent=extent, seed=seed)
 
 
 def preview(spec, epsilon, beta):
@@ -250,10 +251,11 @@ def experiment(args):
         r["kmeans"] = {m: summarise([v[i] for v in km]) for i, m in enumerate(("ARI", "AMI"))}
         for eps in args.epsilons:
             cell = r["eps"][str(eps)] = {}
-            for key, beta in (("dpgeo", 0.05), ("dpgeo_b05", 0.5)):
+            for key, beta, extent in (("dpgeo", 0.05, "grown"), ("dpgeo_core", 0.05, "core"),
+                                      ("dpgeo_b05", 0.5, "grown"), ("dpgeo_b05_core", 0.5, "core")):
                 vals, span_vals, meta = [], [], None
                 for s in seeds:
-                    res = run_dpgeo(spec, x, y, epsilon=eps, beta=beta, seed=s)
+                    res = run_dpgeo(spec, x, y, epsilon=eps, beta=beta, seed=s, extent=extent)
                     vals.append(scores(lab, res.cells.label_points(x, y)))
                     if eps == 1.0:
                         span_vals.append(scores(lab, span_labels(res, x, y, spec.alpha)))
@@ -262,6 +264,7 @@ def experiment(args):
                 cell[key]["gamma"] = meta["gamma"]
                 cell[key]["core_threshold"] = meta["core_threshold"]
                 cell[key]["n_cells"] = meta["n_cells"]
+                cell[key]["extent_threshold"] = meta["extent_threshold"]
                 if span_vals:
                     cell[key + "_alpha_span"] = {m: summarise([v[i] for v in span_vals])
                                                  for i, m in enumerate(("ARI", "AMI"))}
@@ -313,7 +316,8 @@ def tables(out, skip_dp_kmeans):
     lines = []
     eps = "1.0"
     for metric in ("ARI", "AMI"):
-        head = ["dataset", "dpgeo β=0.05", "dpgeo β=0.5"]
+        head = ["dataset", "dpgeo β=0.05 grown (default)", "dpgeo β=0.05 core", "dpgeo β=0.5 grown",
+                "dpgeo β=0.5 core"]
         if metric == "ARI":
             head.append("authors' code (10 seeds)")
         head += ["paper DP-DBSCAN (3 seeds)"]
@@ -329,7 +333,7 @@ def tables(out, skip_dp_kmeans):
                 continue
             c = r["eps"][eps]
             paper = PAPER_TABLE2[metric][spec.ref_key]
-            row = [spec.label, fmt(c["dpgeo"][metric]), fmt(c["dpgeo_b05"][metric])]
+            row = [spec.label] + [fmt(c[m][metric]) for m in ("dpgeo", "dpgeo_core", "dpgeo_b05", "dpgeo_b05_core")]
             if metric == "ARI":
                 row.append(f"{REFERENCE_ARI_CODE[spec.ref_key]:.2f}" if name != "circles10" else "–")
             row.append(f"{paper[0]:.2f}")
@@ -338,18 +342,20 @@ def tables(out, skip_dp_kmeans):
             row += [f"{paper[1]:.2f}", f"{r['dbscan'][metric]:.3f}", fmt(r["kmeans"][metric])]
             lines.append("| " + " | ".join(row) + " |")
     lines.append("\nΓ and core threshold MinPts + Γ at ε = 1 (public; from ε, β, κ and the study area)\n")
-    lines.append("| dataset | cells | Γ (β=0.05) | MinPts+Γ | Γ (β=0.5) | MinPts+Γ |")
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("| dataset | cells | Γ (β=0.05) | MinPts+Γ | extent threshold | Γ (β=0.5) | MinPts+Γ | "
+                 "extent threshold |")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for name, r in res.items():
         if eps not in r["eps"]:
             continue
         c = r["eps"][eps]
         lines.append(f"| {DATASETS[name].label} | {c['dpgeo']['n_cells']} | {c['dpgeo']['gamma']:.1f} | "
-                     f"{c['dpgeo']['core_threshold']:.1f} | {c['dpgeo_b05']['gamma']:.1f} | "
-                     f"{c['dpgeo_b05']['core_threshold']:.1f} |")
+                     f"{c['dpgeo']['core_threshold']:.1f} | {c['dpgeo']['extent_threshold']:.1f} | "
+                     f"{c['dpgeo_b05']['gamma']:.1f} | {c['dpgeo_b05']['core_threshold']:.1f} | "
+                     f"{c['dpgeo_b05']['extent_threshold']:.1f} |")
     lines.append("\nARI over the ε sweep (mean over seeds)\n")
     epss = out["settings"]["epsilons"]
-    mechs = ["dpgeo", "dpgeo_b05", "dpgeo_fixT"] + ([] if skip_dp_kmeans else ["dp_kmeans"])
+    mechs = ["dpgeo", "dpgeo_core", "dpgeo_b05", "dpgeo_fixT"] + ([] if skip_dp_kmeans else ["dp_kmeans"])
     head = ["dataset", "mechanism"] + [f"ε={e:g}" for e in epss]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
@@ -384,14 +390,16 @@ def tables(out, skip_dp_kmeans):
                 f"({p['dpgeo_b05']['ARI_min']:.2f} – {p['dpgeo_b05']['ARI_max']:.2f}) | {ref} |")
     if any("dpgeo_alpha_span" in r["eps"].get(eps, {}) for r in res.values()):
         lines.append("\nα-span labelling (points within α of a span), ε = 1, ARI mean ± sd\n")
-        lines.append("| dataset | β=0.05 core cells | β=0.05 α-span | β=0.5 core cells | β=0.5 α-span |")
+        lines.append("| dataset | β=0.05 core spans | α-span of core spans | β=0.05 grown spans | "
+                     "α-span of grown spans |")
         lines.append("|---|---|---|---|---|")
         for name, r in res.items():
             c = r["eps"].get(eps)
             if not c or "dpgeo_alpha_span" not in c:
                 continue
-            lines.append(f"| {DATASETS[name].label} | {fmt(c['dpgeo']['ARI'])} | {fmt(c['dpgeo_alpha_span']['ARI'])} | "
-                         f"{fmt(c['dpgeo_b05']['ARI'])} | {fmt(c['dpgeo_b05_alpha_span']['ARI'])} |")
+            lines.append(f"| {DATASETS[name].label} | {fmt(c['dpgeo_core']['ARI'])} | "
+                         f"{fmt(c['dpgeo_core_alpha_span']['ARI'])} | {fmt(c['dpgeo']['ARI'])} | "
+                         f"{fmt(c['dpgeo_alpha_span']['ARI'])} |")
     return "\n".join(lines)
 
 
@@ -407,7 +415,8 @@ def plot(out, path, skip_dp_kmeans):
     ncol = 3
     nrow = int(math.ceil(len(names) / ncol))
     fig, axes = plt.subplots(nrow, ncol, figsize=(12, 3.6 * nrow), squeeze=False, sharey=True)
-    styles = {"dpgeo": ("tab:blue", "o", "-"), "dpgeo_b05": ("tab:cyan", "s", "--"),
+    styles = {"dpgeo": ("tab:blue", "o", "-"), "dpgeo_core": ("tab:green", "v", ":"),
+              "dpgeo_b05": ("tab:cyan", "s", "--"),
               "dpgeo_fixT": ("tab:purple", "D", "-."), "dp_kmeans": ("tab:orange", "^", "-")}
     for ax, name in zip(axes.ravel(), names):
         r = res[name]
