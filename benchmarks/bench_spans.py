@@ -96,18 +96,19 @@ from dpgeo.noise import make_generator
 d = np.load(sys.argv[1])
 x, y = d["x"], d["y"]
 area = StudyArea.from_bbox({bbox})
-grid, kind, q, theta, bound, params = _dbscan_setup(area, epsilon=1.0, radius_m={radius}, min_points={minpts}, beta=0.05,
-    eta=1.0, histogram="auto", gamma="laplace", sensitivity=1, max_dense_cells=1 << 22, max_false_cells=1 << 18)
+grid, kind, q, theta, bound, extent_bound, params = _dbscan_setup(area, epsilon=1.0, radius_m={radius},
+    min_points={minpts}, beta=0.05, eta=1.0, histogram="auto", gamma="laplace", sensitivity=1,
+    max_dense_cells=1 << 22, max_false_cells=1 << 18, extent="grown")
 times = []
 for _ in range(3):  # first run in a fresh process, then warm runs
     t = time.perf_counter()
     a = grid.assign(x, y)
     h = noisy_histogram(grid, a.cell_id, epsilon=1.0, rng=make_generator().generator, method=kind)
-    spans = dbscan_cells(h, min_points={minpts}, eta=1.0, bound=bound)
+    spans = dbscan_cells(h, min_points={minpts}, eta=1.0, bound=bound, extent_bound=extent_bound)
     times.append(time.perf_counter() - t)
     del a, h
 print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3), clusters=spans.n_clusters,
-                      core_cells=int(spans.cell_id.size), cells=grid.n_cells, histogram=kind, theta=theta)))
+                      core_cells=spans.n_core_cells, span_cells=int(spans.cell_id.size), cells=grid.n_cells, histogram=kind, theta=theta)))
 """,
     "bincount_baseline": """
 import numpy as np, time, json, sys
