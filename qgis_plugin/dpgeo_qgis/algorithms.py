@@ -43,6 +43,24 @@ _PRIVACY_NOTE = (
 _HISTOGRAMS = ["auto", "dense", "sparse"]
 #: Core threshold bound Γ: the paper's Laplace bound (conservative) or the exact one.
 _GAMMAS = ["laplace", "exact"]
+#: How far a span reaches: (label shown, value passed to the library's ``extent``).
+_EXTENTS = [
+    ("Grown: core spans grown into certified cells (recommended)", "grown"),
+    ("Core cells only (paper's Algorithm 1)", "core"),
+]
+
+_EXTENT_HELP = (
+    "<b>Span extent</b>: <i>Grown</i> (default) keeps the clusters the core cells find, and keeps them apart, "
+    "but extends each one into neighbouring cells that are still certified dense (noisy count at least "
+    "MinPts + Γ<sub>exact</sub>), so a cluster's edge is not eaten away; two clusters are never joined and no "
+    "extra privacy budget is spent. <i>Core cells only</i> returns just the core cells (the paper's "
+    "Algorithm 1): thinner polygons."
+)
+
+
+def _extent_parameter(name, tr):
+    return _advanced(QgsProcessingParameterEnum(
+        name, tr("Span extent"), options=[tr(label) for label, _ in _EXTENTS], defaultValue=0))
 
 
 def _metres_parameter(name, description, default, minimum=0.0, optional=False):
@@ -67,6 +85,7 @@ class DbscanSpansAlgorithm(DpgeoAlgorithmBase):
     ETA = "ETA"
     HISTOGRAM = "HISTOGRAM"
     GAMMA_BOUND = "GAMMA_BOUND"
+    SPAN_EXTENT = "SPAN_EXTENT"
     MAX_POINTS_PER_RECORD = "MAX_POINTS_PER_RECORD"
 
     result_title = "DP-DBSCAN cluster spans"
@@ -90,6 +109,7 @@ class DbscanSpansAlgorithm(DpgeoAlgorithmBase):
             "(cells are η′·r/√2 wide, η′ ≤ 1): larger cells mean fewer neighbours and less noise, but coarser "
             "shapes. <b>Noise bound Γ</b>: <i>laplace</i> (default, conservative) or <i>exact</i> (smallest Γ "
             "with the guarantee: finds smaller clusters).</p>"
+            "<p>" + _EXTENT_HELP + "</p>"
             "<p>Run <i>Noise preview</i> first to see Γ, MinPts′ and the count error for your ε — it costs no "
             "privacy budget.</p>" + _STUDY_AREA_NOTE + _PRIVACY_NOTE
         )
@@ -113,6 +133,7 @@ class DbscanSpansAlgorithm(DpgeoAlgorithmBase):
             self.HISTOGRAM, self.tr("Noisy histogram"), options=_HISTOGRAMS, defaultValue=0)))
         self.addParameter(_advanced(QgsProcessingParameterEnum(
             self.GAMMA_BOUND, self.tr("Noise bound Γ"), options=_GAMMAS, defaultValue=0)))
+        self.addParameter(_extent_parameter(self.SPAN_EXTENT, self.tr))
         self.addParameter(_advanced(QgsProcessingParameterNumber(
             self.MAX_POINTS_PER_RECORD, self.tr("Maximum points per record (sensitivity)"),
             QgsProcessingParameterNumber.Integer, defaultValue=1, minValue=1)))
@@ -129,6 +150,7 @@ class DbscanSpansAlgorithm(DpgeoAlgorithmBase):
             "eta": self.parameterAsDouble(parameters, self.ETA, context),
             "histogram": _HISTOGRAMS[self.parameterAsEnum(parameters, self.HISTOGRAM, context)],
             "gamma": _GAMMAS[self.parameterAsEnum(parameters, self.GAMMA_BOUND, context)],
+            "extent": _EXTENTS[self.parameterAsEnum(parameters, self.SPAN_EXTENT, context)][1],
         }
         sensitivity = self.optional_int(parameters, self.MAX_POINTS_PER_RECORD, context)
         if sensitivity is not None and sensitivity != 1:
@@ -228,11 +250,14 @@ class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
     ETA = "ETA"
     HISTOGRAM = "HISTOGRAM"
     GAMMA_BOUND = "GAMMA_BOUND"
+    SPAN_EXTENT = "SPAN_EXTENT"
     COMPARE = "COMPARE_EPSILONS"
     OUTPUT_HTML = "OUTPUT_HTML"
     # outputs
     GAMMA = "GAMMA"
     MIN_POINTS_PRIME = "MIN_POINTS_PRIME"
+    CORE_THRESHOLD = "CORE_THRESHOLD"
+    EXTENT_THRESHOLD = "EXTENT_THRESHOLD"
     COUNT_ERROR_95 = "COUNT_ERROR_95"
     N_CELLS = "N_CELLS"
     KAPPA = "KAPPA"
@@ -242,7 +267,9 @@ class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
     #: (output name, key in the dict from dpgeo.noise_preview, description)
     NUMBERS = [
         ("GAMMA", "gamma", "Γ: bound on the noise in a neighbourhood sum"),
-        ("MIN_POINTS_PRIME", "min_points_prime", "MinPts′: noisy-count threshold actually used"),
+        ("MIN_POINTS_PRIME", "min_points_prime", "MinPts′: true neighbourhood count sure to be found"),
+        ("CORE_THRESHOLD", "core_threshold", "Core threshold MinPts + Γ (noisy neighbourhood count)"),
+        ("EXTENT_THRESHOLD", "extent_threshold", "Extent threshold: noisy count a grown span reaches into"),
         ("COUNT_ERROR_95", "count_error_95", "Expected count error (95%)"),
         ("N_CELLS", "n_cells", "Grid cells in the study area"),
         ("KAPPA", "kappa", "κ: cells in a neighbourhood"),
@@ -262,9 +289,12 @@ class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
     def shortHelpString(self):  # noqa: N802 (QGIS API)
         return self.tr(
             "<p>Computes, from the parameters and the public study area alone, how much noise DP-DBSCAN "
-            "cluster spans would add: the noise bound <b>Γ</b>, the threshold <b>MinPts′</b> that the noisy "
-            "neighbourhood counts are compared with, and the <b>expected error of a cluster count</b>. No point "
-            "layer is read, so this spends no privacy budget: try several ε before choosing one.</p>"
+            "cluster spans would add: the noise bound <b>Γ</b>, the <b>core threshold</b> MinPts + Γ that a cell's "
+            "noisy neighbourhood count must reach to make a core cell, the <b>extent threshold</b> a grown span "
+            "reaches into (MinPts + Γ<sub>exact</sub>; equal to the core threshold for <i>Core cells only</i>), "
+            "<b>MinPts′</b> (a cell with at least this many true neighbours is found with probability 1−β), "
+            "and the <b>expected error of a cluster count</b>. No point layer is read, so this spends no privacy "
+            "budget: try several ε before choosing one.</p>"
             "<p>Add ε values to <i>Compare ε values</i> to get a table for all of them.</p>"
         )
 
@@ -287,6 +317,7 @@ class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
             self.HISTOGRAM, self.tr("Noisy histogram"), options=_HISTOGRAMS, defaultValue=0)))
         self.addParameter(_advanced(QgsProcessingParameterEnum(
             self.GAMMA_BOUND, self.tr("Noise bound Γ"), options=_GAMMAS, defaultValue=0)))
+        self.addParameter(_extent_parameter(self.SPAN_EXTENT, self.tr))
         from qgis.core import QgsProcessingParameterCrs
 
         self.addParameter(_advanced(QgsProcessingParameterCrs(
@@ -326,6 +357,7 @@ class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
             "eta": self.parameterAsDouble(parameters, self.ETA, context),
             "histogram": _HISTOGRAMS[self.parameterAsEnum(parameters, self.HISTOGRAM, context)],
             "gamma": _GAMMAS[self.parameterAsEnum(parameters, self.GAMMA_BOUND, context)],
+            "extent": _EXTENTS[self.parameterAsEnum(parameters, self.SPAN_EXTENT, context)][1],
         }
         area = self.study_area(parameters, context, feedback, source=None)
         base["domain"] = area["domain"]
@@ -358,18 +390,21 @@ class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
 
     def _log_table(self, rows, feedback):
         feedback.pushInfo(self.tr("Noise preview (no data read, no budget spent):"))
-        header = f"{'ε':>8} {'Γ':>10} {'MinPts′':>9} {'count error (95%)':>18} {'cells':>10} {'cell width m':>13}"
+        header = (f"{'ε':>8} {'Γ':>10} {'core thr.':>10} {'extent thr.':>11} {'MinPts′':>9} "
+                  f"{'count error (95%)':>18} {'cells':>10} {'cell width m':>13}")
         feedback.pushInfo(header)
         for eps, d in rows:
             feedback.pushInfo(
-                f"{eps:>8g} {_fmt(d.get('gamma')):>10} {_fmt(d.get('min_points_prime')):>9} "
+                f"{eps:>8g} {_fmt(d.get('gamma')):>10} {_fmt(d.get('core_threshold')):>10} "
+                f"{_fmt(d.get('extent_threshold')):>11} {_fmt(d.get('min_points_prime')):>9} "
                 f"{_fmt(d.get('count_error_95')):>18} {_fmt(d.get('n_cells')):>10} {_fmt(d.get('cell_width_m')):>13}"
             )
         feedback.pushInfo(self.tr("Full preview for ε = {}: {}").format(
             rows[0][0], json.dumps(rows[0][1], sort_keys=True, default=str)))
 
     def _html(self, rows, base):
-        cols = [("ε", None), ("Γ", "gamma"), ("MinPts′", "min_points_prime"),
+        cols = [("ε", None), ("Γ", "gamma"), ("core threshold", "core_threshold"),
+                ("extent threshold", "extent_threshold"), ("MinPts′", "min_points_prime"),
                 ("count error (95%)", "count_error_95"), ("grid cells", "n_cells"), ("κ", "kappa"),
                 ("cell width (m)", "cell_width_m"), ("histogram", "histogram")]
         head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in cols)
@@ -381,11 +416,15 @@ class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
             "<html><head><meta charset='utf-8'><title>dpgeo noise preview</title></head><body>"
             "<h2>DP-DBSCAN noise preview</h2>"
             f"<p>radius {base['radius_m']:g} m, MinPts {base['min_points']}, β {base['beta']:g}, "
-            f"η′ {base['eta']:g}. No data was read and no privacy budget was spent.</p>"
+            f"η′ {base['eta']:g}, Γ {html.escape(base['gamma'])}, span extent {html.escape(base['extent'])}. "
+            "No data was read and no privacy budget was spent.</p>"
             f"<table border='1' cellpadding='4' cellspacing='0'><tr>{head}</tr>{body}</table>"
             "<p>Γ bounds the noise in a neighbourhood sum with probability 1−β; a cell is core when its noisy "
-            "neighbourhood count reaches MinPts′. If MinPts′ or the count error is large compared with the "
-            "cluster sizes you expect, choose a larger ε or a larger radius.</p></body></html>"
+            "neighbourhood count reaches the core threshold MinPts + Γ. With the <i>grown</i> span extent, each "
+            "cluster also takes in neighbouring cells whose noisy count reaches the extent threshold, without "
+            "joining two clusters. A cell with at least MinPts′ true neighbours is found with probability 1−β. "
+            "If MinPts′ or the count error is large compared with the cluster sizes you expect, choose a larger "
+            "ε or a larger radius.</p></body></html>"
         )
 
 

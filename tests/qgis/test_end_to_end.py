@@ -107,7 +107,46 @@ def test_noise_preview(plugin, processing_module, sample_study_area, feedback):
     assert res["GAMMA"] == pytest.approx(direct["gamma"])
     assert res["MIN_POINTS_PRIME"] == pytest.approx(direct["min_points_prime"])
     assert res["COUNT_ERROR_95"] == pytest.approx(direct["count_error_95"])
+    assert res["CORE_THRESHOLD"] == pytest.approx(direct["core_threshold"])
+    assert res["EXTENT_THRESHOLD"] == pytest.approx(direct["extent_threshold"])  # default extent: grown
+    assert json.loads(res["PREVIEW_JSON"])["extent"] == "grown"
     assert json.loads(res["PREVIEW_JSON"])["kappa"] == direct["kappa"]
     # the comparison table has a row per ε, Γ shrinking as ε grows
     rows = [line for line in feedback.infos if line.strip().split(" ")[0] in ("0.5", "1", "2")]
     assert len(rows) == 3
+
+
+def test_dbscan_span_extent_grown_covers_core(plugin, processing_module, sample_points, sample_study_area):
+    """Grown spans contain the core spans, cluster for cluster, and the metadata says which extent was used.
+
+    Both runs use the same test seed, hence the same noisy histogram: the clusters (decided by the core
+    cells) are the same, and growing only adds cells. Deterministic, no statistical tolerance needed.
+    """
+    from qgis.core import QgsGeometry
+
+    path, name = sample_points
+    layers, metas = {}, {}
+    for option, extent in ((1, "core"), (0, "grown")):
+        res = processing_module.run("dpgeo:dbscanspans", {
+            "INPUT": f"{path}|layername={name}", "EPSILON": 0.5, "RADIUS": 150, "MIN_POINTS": 40,
+            "STUDY_AREA_LAYER": sample_study_area, "SPAN_EXTENT": option, "SEED": 11,
+            "OUTPUT": "TEMPORARY_OUTPUT"})
+        layer = res["OUTPUT"]
+        meta = _check_cluster_layer(layer, private=False)  # a test seed makes it not private
+        assert meta["extent"] == extent and json.loads(res["METADATA_JSON"])["extent"] == extent
+        assert res["N_CLUSTERS"] == layer.featureCount()
+        layers[extent], metas[extent] = layer, meta
+    core, grown = layers["core"], layers["grown"]
+    assert core.featureCount() == grown.featureCount() >= 2
+    # the grown threshold (MinPts + Γ_exact) is below the core one (MinPts + Γ_laplace, the default)
+    assert metas["grown"]["extent_threshold"] < metas["core"]["extent_threshold"] == metas["core"]["core_threshold"]
+    core_geoms = [f.geometry() for f in core.getFeatures()]
+    grown_geoms = [f.geometry() for f in grown.getFeatures()]
+    core_union, grown_union = QgsGeometry.unaryUnion(core_geoms), QgsGeometry.unaryUnion(grown_geoms)
+    tolerance = 1e-6 * core_union.area()  # m² (working CRS): rounding of the cell corners only
+    assert core_union.difference(grown_union).area() <= tolerance
+    assert grown_union.area() > core_union.area() + tolerance  # the fringe was actually grown
+    # never merged: each core cluster lies within exactly one grown cluster
+    for g in core_geoms:
+        hosts = [h for h in grown_geoms if g.difference(h).area() <= tolerance]
+        assert len(hosts) == 1

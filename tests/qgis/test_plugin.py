@@ -99,7 +99,7 @@ def test_dbscan_parameters(plugin):
     alg, params = _definitions("dpgeo:dbscanspans")
     assert list(params) == ["INPUT", "EPSILON", "RADIUS", "MIN_POINTS", "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
                             "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
-                            "MAX_POINTS_PER_RECORD",
+                            "SPAN_EXTENT", "MAX_POINTS_PER_RECORD",
                             "SEED", "OUTPUT"]
     assert params["INPUT"].type() == "source"
     assert params["INPUT"].dataTypes() == [QgsProcessing.TypeVectorPoint]
@@ -115,8 +115,14 @@ def test_dbscan_parameters(plugin):
     assert params["STUDY_AREA_EXTENT"].type() == "extent"
     assert params["STUDY_AREA_LAYER"].dataTypes() == [QgsProcessing.TypeVectorPolygon]
     assert params["ETA"].maximum() == 1.0
-    for name in ("BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SEED", "WORKING_CRS", "MAX_POINTS_PER_RECORD"):
+    for name in ("BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SPAN_EXTENT", "SEED", "WORKING_CRS",
+                 "MAX_POINTS_PER_RECORD"):
         assert params[name].flags() & Def.FlagAdvanced, name
+    # span extent: grown (recommended) is the default, core cells is the paper's Algorithm 1
+    assert params["SPAN_EXTENT"].type() == "enum" and params["SPAN_EXTENT"].defaultValue() == 0
+    assert params["SPAN_EXTENT"].options() == ["Grown: core spans grown into certified cells (recommended)",
+                                               "Core cells only (paper's Algorithm 1)"]
+    assert "Span extent" in alg.shortHelpString()
     assert params["OUTPUT"].type() == "sink" and params["OUTPUT"].dataType() == QgsProcessing.TypeVectorPolygon
     outputs = {o.name() for o in alg.outputDefinitions()}
     assert {"OUTPUT", "DIFFERENTIALLY_PRIVATE", "N_CLUSTERS", "METADATA_JSON"} <= outputs
@@ -142,7 +148,9 @@ def test_noise_preview_needs_no_data(plugin):
     assert "INPUT" not in params
     assert not any(p.type() in ("source", "vector", "sink") for n, p in params.items() if n != "STUDY_AREA_LAYER")
     outputs = {o.name() for o in alg.outputDefinitions()}
-    assert {"GAMMA", "MIN_POINTS_PRIME", "COUNT_ERROR_95", "PREVIEW_JSON"} <= outputs
+    assert {"GAMMA", "MIN_POINTS_PRIME", "CORE_THRESHOLD", "EXTENT_THRESHOLD", "COUNT_ERROR_95",
+            "PREVIEW_JSON"} <= outputs
+    assert params["SPAN_EXTENT"].defaultValue() == 0 and len(params["SPAN_EXTENT"].options()) == 2
 
 
 def test_algorithm_dialog_builds_offscreen(plugin, processing_module, stub_iface):

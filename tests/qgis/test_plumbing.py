@@ -105,6 +105,7 @@ def test_points_study_area_and_parameters_reach_the_library(fake_dpgeo, processi
     assert kwargs["epsilon"] == 0.5 and kwargs["radius_m"] == 150 and kwargs["min_points"] == 30
     assert kwargs["beta"] == 0.1 and kwargs["eta"] == 0.5 and kwargs["histogram"] == "auto"
     assert kwargs["gamma"] == "exact"
+    assert kwargs["extent"] == "grown"  # the default span extent
     assert kwargs["domain"] == pytest.approx((-93.34, 44.88, -93.19, 45.06))
     assert kwargs["domain_crs"] == "EPSG:4326"
     assert kwargs["domain_from_data"] is False
@@ -213,11 +214,12 @@ def test_both_study_areas_is_an_error(fake_dpgeo, processing_module, points_laye
 def test_seed_working_crs_and_sensitivity_are_passed(fake_dpgeo, processing_module, points_layer, feedback):
     spans, _ = fake_dpgeo
     res = processing_module.run("dpgeo:dbscanspans", _params(points_layer, SEED=7, WORKING_CRS="EPSG:26915",
-                                                             MAX_POINTS_PER_RECORD=3, HISTOGRAM=2),
+                                                             MAX_POINTS_PER_RECORD=3, HISTOGRAM=2,
+                                                             SPAN_EXTENT=1),
                                 feedback=feedback)
     _, kwargs = spans.calls[-1]
     assert kwargs["seed"] == 7 and kwargs["crs"] == "EPSG:26915" and kwargs["sensitivity"] == 3
-    assert kwargs["histogram"] == "sparse"
+    assert kwargs["histogram"] == "sparse" and kwargs["extent"] == "core"
     assert res["DIFFERENTIALLY_PRIVATE"] is False
     assert any("test seed" in e for e in feedback.errors)
 
@@ -294,6 +296,7 @@ def test_noise_preview_reads_no_data(monkeypatch, plugin, processing_module, fee
         calls.append(kwargs)
         eps = kwargs["epsilon"]
         return {"kappa": 21, "n_cells": 40000, "gamma": 30.0 / eps, "min_points_prime": 50 + 30.0 / eps,
+                "core_threshold": 50 + 20.0 / eps, "extent_threshold": 50 + 15.0 / eps, "extent": kwargs["extent"],
                 "theta": 0.0, "histogram": "dense", "cell_width_m": 26.5, "count_error_95": 9.0 / eps}
 
     monkeypatch.setattr(dpgeo, "noise_preview", fake_preview, raising=False)
@@ -303,12 +306,19 @@ def test_noise_preview_reads_no_data(monkeypatch, plugin, processing_module, fee
         "STUDY_AREA_EXTENT": "-93.34,-93.19,44.88,45.06 [EPSG:4326]", "OUTPUT_HTML": str(html)},
         feedback=feedback)
     assert [c["epsilon"] for c in calls] == [1.0, 0.5, 2.0]
+    assert all(c["extent"] == "grown" for c in calls)  # the default span extent
     assert all("points" not in c for c in calls)
     assert calls[0]["domain"] == pytest.approx((-93.34, 44.88, -93.19, 45.06))
     assert res["GAMMA"] == 30.0 and res["MIN_POINTS_PRIME"] == 80.0 and res["COUNT_ERROR_95"] == 9.0
     assert json.loads(res["PREVIEW_JSON"])["kappa"] == 21
-    assert "Γ" in html.read_text(encoding="utf-8")
-    assert any("MinPts′" in line for line in feedback.infos)
+    assert res["CORE_THRESHOLD"] == 70.0 and res["EXTENT_THRESHOLD"] == 65.0
+    assert "Γ" in html.read_text(encoding="utf-8") and "extent threshold" in html.read_text(encoding="utf-8")
+    assert any("MinPts′" in line and "extent thr." in line for line in feedback.infos)
+    # the core span extent reaches the library too
+    processing_module.run("dpgeo:noisepreview", {
+        "EPSILON": 1.0, "RADIUS": 100, "MIN_POINTS": 50, "SPAN_EXTENT": 1,
+        "STUDY_AREA_EXTENT": "-93.34,-93.19,44.88,45.06 [EPSG:4326]"})
+    assert calls[-1]["extent"] == "core"
 
 
 def test_run_and_load_results_styles_the_loaded_layer(fake_dpgeo, processing_module, points_layer):
