@@ -245,3 +245,17 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
 def test_help_has_examples():
     code, out, _ = run_cli("spans", "--help")
     assert code == 0 and "examples:" in out and "--domain" in out
+
+
+def test_extent_option_reaches_the_output_and_bad_values_are_refused(tmp_path):
+    from dpgeo.io import read_layer_metadata
+
+    bad = tmp_path / "bad.gpkg"
+    code, _, err = run_cli("spans", SAMPLE_POINTS, "-o", bad, *SPANS, "--domain", SAMPLE_AREA, "--extent", "wide")
+    assert code == 2 and "--extent" in err and not bad.exists()
+    out = tmp_path / "core.gpkg"
+    assert main(["spans", str(SAMPLE_POINTS), "-o", str(out), *SPANS, "--domain", str(SAMPLE_AREA),
+                 "--extent", "core", "--seed", "3", "-q"]) == 0
+    md = read_layer_metadata(out)
+    assert md["extent"] == "core" and md["extent_threshold"] == md["core_threshold"]
+    assert md["n_core_cells"] == md["n_span_cells"]
