@@ -236,7 +236,10 @@ def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity, pers
 def _person_label(person):
     if person is None:
         return None
-    return f"column {person!r}" if isinstance(person, str) else "the given person identifiers"
+    if isinstance(person, str):
+        return f"column {person!r}"
+    name = getattr(person, "name", None)  # a named pandas Series, e.g. df["driver_id"]
+    return f"column {name!r}" if isinstance(name, str) and name else "the given person identifiers"
 
 
 def _crs_label(crs):
@@ -399,7 +402,8 @@ def dbscan_spans(
     person : str or array_like, optional
         Make the guarantee per **person**: a column name (file or frame
         input) or an array of identifiers (tuple input) saying whose each
-        point is. Each person keeps at most ``max_points_per_person`` points,
+        point is; a named pandas Series is recorded in the metadata by its
+        name. Each person keeps at most ``max_points_per_person`` points,
         chosen uniformly at random, and the noise scales with that number.
     max_points_per_person : int, optional
         Required with ``person``.

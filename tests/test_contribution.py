@@ -73,6 +73,18 @@ def test_spans_per_person_metadata_and_noise_scale():
     assert res.diagnostics["n_dropped_by_person_cap"] == int((sizes - np.minimum(sizes, 5)).sum())
 
 
+def test_named_series_names_the_person_column_in_the_metadata():
+    x, y, person = _trips()
+    kw = dict(epsilon=1.0, radius_m=50, min_points=10, domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615",
+              crs="EPSG:32615", max_points_per_person=5, seed=4)
+    named = dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=pd.Series(person, name="patient_id"), **kw)
+    assert "identified by column 'patient_id'" in named.metadata["neighbouring_relation"]
+    plain = dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=person, **kw)
+    assert "identified by the given person identifiers" in plain.metadata["neighbouring_relation"]
+    # the same ids give the same capped points and noise (same seed): only the label differs
+    assert named.layer.equals(plain.layer)
+
+
 def test_wavecluster_per_person():
     x, y, person = _trips()
     res = dpgeo.wavecluster((x, y, "EPSG:32615"), method="privthr", epsilon=1.0, cell_m=50,

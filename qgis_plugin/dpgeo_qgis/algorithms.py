@@ -38,6 +38,9 @@ _PRIVACY_NOTE = (
     "and each record has at most one point (or at most 'Maximum points per record'). Otherwise the result "
     "is marked <b>not private</b> in its metadata and in the log, and must not be published. Everything runs "
     "on this computer.</p>"
+    "<p><b>One person, many points</b> (trips of one driver, visits of one patient): set the <b>person field</b> "
+    "and <b>Maximum points per person</b> K. Each person then keeps at most K of their points, chosen at random, "
+    "the noise is scaled to K, and the guarantee covers adding or removing a whole person.</p>"
 )
 
 _HISTOGRAMS = ["auto", "dense", "sparse"]
@@ -117,6 +120,7 @@ class DbscanSpansAlgorithm(DpgeoAlgorithmBase):
     def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
         self.add_input()
         self.add_epsilon()
+        self.add_person_params()
         self.addParameter(_metres_parameter(self.RADIUS, self.tr("DBSCAN radius r (metres)"), 100.0, 1e-6))
         self.addParameter(QgsProcessingParameterNumber(
             self.MIN_POINTS, self.tr("MinPts (points within r that make a core point)"),
@@ -202,6 +206,7 @@ class WaveClusterAlgorithm(DpgeoAlgorithmBase):
         self.addParameter(QgsProcessingParameterEnum(
             self.METHOD, self.tr("Method"), options=[label for label, _ in self.METHODS], defaultValue=0))
         self.add_epsilon()
+        self.add_person_params()
         self.addParameter(_metres_parameter(self.CELL_SIZE, self.tr("Cell size (metres) — or give the grid size"),
                                             None, 1e-6, optional=True))
         self.addParameter(QgsProcessingParameterNumber(

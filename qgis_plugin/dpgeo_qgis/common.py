@@ -116,14 +116,17 @@ def qgis_crs_from_pyproj(crs) -> QgsCoordinateReferenceSystem:
     return QgsCoordinateReferenceSystem.fromWkt(crs.to_wkt())
 
 
-def read_points(source, feedback, *, start=0.0, span=_READ):
-    """Coordinates of a point source as ``(x, y, crs_string, n_null)``.
+def read_points(source, feedback, *, start=0.0, span=_READ, person_field=None):
+    """Coordinates of a point source as ``(x, y, crs_string, n_null, person, n_no_person)``.
 
-    Only geometries are read (no attributes, no validity checks). Plain points
-    are read directly; anything else (multipoints, curves in a point layer)
-    is decoded in bulk with shapely. Single-part multipoints are accepted; a
-    feature with several points raises, because each feature must be one
-    record. Features without geometry are counted in ``n_null``.
+    Only geometries are read (plus the ``person_field`` attribute if one is
+    named; no validity checks). Plain points are read directly; anything else
+    (multipoints, curves in a point layer) is decoded in bulk with shapely.
+    Single-part multipoints are accepted; a feature with several points
+    raises, because each feature must be one record. Features without
+    geometry are counted in ``n_null``; with a ``person_field``, features
+    whose person is NULL are skipped and counted in ``n_no_person``, and
+    ``person`` is an object array aligned with ``x`` and ``y`` (else None).
     """
     import numpy as np
 
@@ -133,12 +136,22 @@ def read_points(source, feedback, *, start=0.0, span=_READ):
             tr("The point layer has no coordinate reference system. Set its CRS "
                "(Layer Properties ▸ Source) and run again.")
         )
+    request = QgsFeatureRequest()
+    pidx = -1
+    if person_field:
+        pidx = source.fields().lookupField(person_field)
+        if pidx < 0:
+            raise QgsProcessingException(
+                tr("The person field {!r} is not a field of the point layer.").format(person_field))
+        request.setSubsetOfAttributes([pidx])
+    else:
+        request.setNoAttributes()
     total = max(int(source.featureCount()), 0)
-    request = QgsFeatureRequest().setNoAttributes()
     features = source.getFeatures(request, QgsProcessingFeatureSource.FlagSkipGeometryValidityChecks)
     step = max(total // 50, 5000)
     xs, ys, others = [], [], []
-    n_null = 0
+    pers, other_pers = [], []
+    n_null = n_no_person = 0
     for i, feature in enumerate(features):
         if i % step == 0:
             if feedback.isCanceled():
@@ -149,12 +162,21 @@ def read_points(source, feedback, *, start=0.0, span=_READ):
         if geom.isNull():
             n_null += 1
             continue
+        if pidx >= 0:
+            who = _person_value(feature.attribute(pidx))
+            if who is None:
+                n_no_person += 1
+                continue
         p = geom.constGet()
         if type(p) is QgsPoint:
             xs.append(p.x())
             ys.append(p.y())
+            if pidx >= 0:
+                pers.append(who)
         else:
             others.append(bytes(geom.asWkb()))
+            if pidx >= 0:
+                other_pers.append(who)
     x = np.asarray(xs, dtype=float)
     y = np.asarray(ys, dtype=float)
     if others:
@@ -175,8 +197,23 @@ def read_points(source, feedback, *, start=0.0, span=_READ):
         coords = shapely.get_coordinates(geoms[nonempty])
         x = np.concatenate([x, coords[:, 0]])
         y = np.concatenate([y, coords[:, 1]])
+        if pidx >= 0:
+            pers.extend(v for v, keep in zip(other_pers, nonempty.tolist()) if keep)
+    person = None
+    if pidx >= 0:
+        person = np.empty(len(pers), dtype=object)
+        person[:] = pers
     feedback.setProgress(100.0 * (start + span))
-    return x, y, crs_for_library(crs), n_null
+    return x, y, crs_for_library(crs), n_null, person, n_no_person
+
+
+def _person_value(v):
+    """A QGIS attribute value as a hashable person identifier, or None if it is NULL."""
+    if v is None or (isinstance(v, QVariant) and v.isNull()):
+        return None
+    if isinstance(v, (str, int, float)):
+        return None if isinstance(v, float) and math.isnan(v) else v
+    return str(v.toString() if hasattr(v, "toString") else v)
 
 
 def _union_polygons(source):
@@ -276,6 +313,8 @@ class DpgeoAlgorithmBase(QgsProcessingAlgorithm):
     WORKING_CRS = "WORKING_CRS"
     OUTPUT_CRS = "OUTPUT_CRS"
     SEED = "SEED"
+    PERSON_FIELD = "PERSON_FIELD"
+    MAX_POINTS_PER_PERSON = "MAX_POINTS_PER_PERSON"
     OUTPUT = "OUTPUT"
     # outputs
     DIFFERENTIALLY_PRIVATE = "DIFFERENTIALLY_PRIVATE"
@@ -376,6 +415,49 @@ class DpgeoAlgorithmBase(QgsProcessingAlgorithm):
                 optional=True,
             )
         )
+
+    def add_person_params(self):
+        """The per-person guarantee: a field naming each point's person and the cap K on their points."""
+        from qgis.core import QgsProcessingParameterField
+
+        f = QgsProcessingParameterField(
+            self.PERSON_FIELD,
+            self.tr("Person field (protect whole persons, not single points)"),
+            parentLayerParameterName=self.INPUT,
+            optional=True,
+        )
+        f.setHelp(self.tr("A field that identifies the person each point belongs to (a patient, driver, "
+                          "account). With it the guarantee covers everything one person contributes; also set "
+                          "'Maximum points per person'. Features whose person is NULL are skipped."))
+        self.addParameter(f)
+        k = QgsProcessingParameterNumber(
+            self.MAX_POINTS_PER_PERSON,
+            self.tr("Maximum points per person K (needed with a person field)"),
+            QgsProcessingParameterNumber.Integer,
+            optional=True,
+            minValue=1,
+        )
+        k.setHelp(self.tr("Each person keeps at most K of their points, chosen at random; the noise grows "
+                          "in proportion to K."))
+        self.addParameter(k)
+
+    def person_kwargs(self, parameters, context):
+        """``(field name or None, K or None)`` from the person parameters, checked together."""
+        field = None
+        if self.PERSON_FIELD in [d.name() for d in self.parameterDefinitions()] and is_set(
+                parameters.get(self.PERSON_FIELD)):
+            fields = self.parameterAsFields(parameters, self.PERSON_FIELD, context)
+            field = fields[0] if fields else None
+        cap = self.optional_int(parameters, self.MAX_POINTS_PER_PERSON, context)
+        if field and cap is None:
+            raise QgsProcessingException(self.tr(
+                "A person field is set: also set 'Maximum points per person' (K ≥ 1), the most points one "
+                "person may contribute. The noise grows with K."))
+        if cap is not None and not field:
+            raise QgsProcessingException(self.tr(
+                "'Maximum points per person' needs a person field that says whose each point is; set one, or "
+                "clear the maximum to protect single points."))
+        return field, cap
 
     def add_seed(self):
         p = QgsProcessingParameterNumber(
@@ -537,12 +619,26 @@ class DpgeoAlgorithmBase(QgsProcessingAlgorithm):
         source = self.parameterAsSource(parameters, self.INPUT, context)
         if source is None:
             raise QgsProcessingException(self.invalidSourceError(parameters, self.INPUT))
+        person_field, cap = self.person_kwargs(parameters, context)
+        if person_field and kwargs.get("sensitivity", 1) != 1:
+            raise QgsProcessingException(self.tr(
+                "With a person field, bound each person's points with 'Maximum points per person' and leave "
+                "'Maximum points per record' at 1."))
         try:
-            x, y, crs, n_null = read_points(source, feedback)
+            x, y, crs, n_null, person, n_no_person = read_points(source, feedback, person_field=person_field)
         except Cancelled:
             raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written.")) from None
         if n_null:
             feedback.pushInfo(self.tr("{} features without a point geometry were skipped.").format(n_null))
+        if n_no_person:
+            feedback.pushInfo(self.tr("{} features without a person (NULL in {!r}) were skipped.").format(
+                n_no_person, person_field))
+        if person_field:
+            import pandas as pd
+
+            # named, so the published metadata says which field identifies a person
+            kwargs["person"] = pd.Series(person, name=person_field, dtype=object)
+            kwargs["max_points_per_person"] = cap
         if x.size == 0:
             raise QgsProcessingException(self.tr("The point layer has no points (after skipping empty geometries)."))
         area = self.study_area(parameters, context, feedback, source)

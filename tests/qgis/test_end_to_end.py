@@ -150,3 +150,28 @@ def test_dbscan_span_extent_grown_covers_core(plugin, processing_module, sample_
     for g in core_geoms:
         hosts = [h for h in grown_geoms if g.difference(h).area() <= tolerance]
         assert len(hosts) == 1
+
+
+def test_per_person_guarantee_with_the_real_library(plugin, processing_module, sample_points, sample_study_area,
+                                                    feedback):
+    """A person field makes the published guarantee per person, with the noise scaled to the cap K.
+
+    The sample layer has no person ids, so its 'neighborhood' field stands in for one (87 "persons" with
+    hundreds of points each): the cap keeps at most K of each and the rest is dropped.
+    """
+    import math
+
+    path, name = sample_points
+    k = 20
+    res = processing_module.run("dpgeo:dbscanspans", {
+        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "RADIUS": 300, "MIN_POINTS": 20,
+        "PERSON_FIELD": "neighborhood", "MAX_POINTS_PER_PERSON": k,
+        "STUDY_AREA_LAYER": sample_study_area, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+    meta = json.loads(res["METADATA_JSON"])
+    assert res["DIFFERENTIALLY_PRIVATE"] is True
+    assert meta["privacy_unit"] == "person"
+    assert "identified by column 'neighborhood'" in meta["neighbouring_relation"]
+    assert f"at most {k} point(s) per person" in meta["neighbouring_relation"]
+    assert meta["sensitivity_points_per_record"] == k
+    assert meta["noise_q"] == pytest.approx(math.exp(-1.0 / k))  # discrete Laplace scale K/ε
+    assert meta == _check_cluster_layer(res["OUTPUT"], private=True)

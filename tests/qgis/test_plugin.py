@@ -97,7 +97,8 @@ def test_dbscan_parameters(plugin):
     from qgis.core import QgsProcessing, QgsProcessingParameterDefinition as Def, QgsUnitTypes
 
     alg, params = _definitions("dpgeo:dbscanspans")
-    assert list(params) == ["INPUT", "EPSILON", "RADIUS", "MIN_POINTS", "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
+    assert list(params) == ["INPUT", "EPSILON", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS", "MIN_POINTS",
+                            "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
                             "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
                             "SPAN_EXTENT", "MAX_POINTS_PER_RECORD",
                             "SEED", "OUTPUT"]
@@ -110,8 +111,14 @@ def test_dbscan_parameters(plugin):
     assert "metres" in params["RADIUS"].description()
     assert params["EPSILON"].type() == "number" and params["EPSILON"].minimum() > 0
     assert params["MIN_POINTS"].dataType() == params["MIN_POINTS"].Integer
-    for name in ("STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "WORKING_CRS", "OUTPUT_CRS", "SEED"):
+    for name in ("STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "WORKING_CRS", "OUTPUT_CRS", "SEED", "PERSON_FIELD",
+                 "MAX_POINTS_PER_PERSON"):
         assert params[name].flags() & Def.FlagOptional, name
+    # the person field is a field of the input layer; the cap K is a whole number >= 1
+    assert params["PERSON_FIELD"].type() == "field" and params["PERSON_FIELD"].parentLayerParameterName() == "INPUT"
+    assert params["MAX_POINTS_PER_PERSON"].dataType() == params["MAX_POINTS_PER_PERSON"].Integer
+    assert params["MAX_POINTS_PER_PERSON"].minimum() == 1
+    assert "one person, many points" in alg.shortHelpString().lower()
     assert params["STUDY_AREA_EXTENT"].type() == "extent"
     assert params["STUDY_AREA_LAYER"].dataTypes() == [QgsProcessing.TypeVectorPolygon]
     assert params["ETA"].maximum() == 1.0
@@ -140,7 +147,8 @@ def test_wavecluster_parameters(plugin):
     assert params["CELL_SIZE"].defaultUnit() == QgsUnitTypes.DistanceMeters
     assert params["CELL_SIZE"].flags() & Def.FlagOptional and params["GRID_SIZE"].flags() & Def.FlagOptional
     assert params["PERCENTILE"].defaultValue() == 60.0
-    assert {"INPUT", "EPSILON", "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "OUTPUT_CRS", "OUTPUT"} <= set(params)
+    assert {"INPUT", "EPSILON", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
+            "OUTPUT_CRS", "OUTPUT"} <= set(params)
 
 
 def test_noise_preview_needs_no_data(plugin):

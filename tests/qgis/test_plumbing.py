@@ -365,3 +365,76 @@ def test_multipoint_layers(fake_dpgeo, processing_module, feedback):
     two = _memory_points(["MultiPoint((-93.25 44.97),(-93.2 44.9))", "MultiPoint((-93.26 44.98))"])
     with pytest.raises(QgsProcessingException, match="1 features of the input layer are multipoints"):
         processing_module.run("dpgeo:dbscanspans", _params(two))
+
+
+def _memory_points_with_person(rows, kind="Point"):
+    """A memory layer with an integer field 'driver' (None = NULL) from (wkt or None, driver) rows."""
+    from qgis.core import QgsFeature, QgsField, QgsGeometry, QgsVectorLayer
+    from qgis.PyQt.QtCore import QVariant
+
+    layer = QgsVectorLayer(f"{kind}?crs=EPSG:4326", "trips", "memory")
+    layer.dataProvider().addAttributes([QgsField("driver", QVariant.Int)])
+    layer.updateFields()
+    feats = []
+    for wkt, driver in rows:
+        f = QgsFeature(layer.fields())
+        if wkt is not None:
+            f.setGeometry(QgsGeometry.fromWkt(wkt))
+        if driver is not None:
+            f["driver"] = driver
+        feats.append(f)
+    layer.dataProvider().addFeatures(feats)
+    return layer
+
+
+def test_person_field_and_cap_reach_the_library(fake_dpgeo, processing_module, points_layer, feedback):
+    spans, wave = fake_dpgeo
+    processing_module.run("dpgeo:dbscanspans", _params(points_layer, PERSON_FIELD="precinct",
+                                                       MAX_POINTS_PER_PERSON=4), feedback=feedback)
+    (x, _, _), kwargs = spans.calls[-1]
+    person = kwargs["person"]
+    assert kwargs["max_points_per_person"] == 4 and "sensitivity" not in kwargs
+    assert person.name == "precinct" and len(person) == x.size == points_layer.featureCount()
+    # aligned with the coordinates: the same feature order as the layer
+    expected = [f["precinct"] for f in points_layer.getFeatures()]
+    assert person.tolist() == expected
+    processing_module.run("dpgeo:wavecluster", _params(points_layer, GRID_SIZE=64, PERSON_FIELD="neighborhood",
+                                                       MAX_POINTS_PER_PERSON=2), feedback=feedback)
+    _, kwargs = wave.calls[-1]
+    assert kwargs["person"].name == "neighborhood" and kwargs["max_points_per_person"] == 2
+
+
+def test_person_rows_without_geometry_or_person_are_skipped_in_step(fake_dpgeo, processing_module, feedback):
+    spans, _ = fake_dpgeo
+    rows = [("Point(-93.25 44.97)", 1), ("Point(-93.26 44.98)", None), (None, 2), ("Point(-93.27 44.99)", 3),
+            ("Point(-93.28 45.0)", 1)]
+    processing_module.run("dpgeo:dbscanspans", _params(_memory_points_with_person(rows), PERSON_FIELD="driver",
+                                                       MAX_POINTS_PER_PERSON=1), feedback=feedback)
+    (x, _, _), kwargs = spans.calls[-1]
+    assert x.tolist() == [-93.25, -93.27, -93.28] and kwargs["person"].tolist() == [1, 3, 1]
+    assert any("1 features without a person (NULL in 'driver') were skipped" in i for i in feedback.infos)
+    assert any("1 features without a point geometry were skipped" in i for i in feedback.infos)
+    # multipoints are decoded in bulk: the person ids must stay aligned, empty ones dropped with their id
+    mrows = [("MultiPoint((-93.25 44.97))", 5), ("MultiPoint EMPTY", 6), ("MultiPoint((-93.26 44.98))", 7),
+             ("MultiPoint((-93.27 44.99))", None)]
+    processing_module.run("dpgeo:dbscanspans", _params(_memory_points_with_person(mrows, "MultiPoint"),
+                                                       PERSON_FIELD="driver", MAX_POINTS_PER_PERSON=1),
+                          feedback=feedback)
+    (x, _, _), kwargs = spans.calls[-1]
+    assert x.tolist() == [-93.25, -93.26] and kwargs["person"].tolist() == [5, 7]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"PERSON_FIELD": "precinct"}, "also set 'Maximum points per person'"),
+    ({"MAX_POINTS_PER_PERSON": 3}, "needs a person field"),
+    ({"PERSON_FIELD": "precinct", "MAX_POINTS_PER_PERSON": 3, "MAX_POINTS_PER_RECORD": 2},
+     "leave 'Maximum points per record' at 1"),
+])
+def test_person_parameter_mistakes_are_refused_before_reading(fake_dpgeo, processing_module, points_layer,
+                                                              extra, message):
+    from qgis.core import QgsProcessingException
+
+    spans, _ = fake_dpgeo
+    with pytest.raises(QgsProcessingException, match=message):
+        processing_module.run("dpgeo:dbscanspans", _params(points_layer, **extra))
+    assert spans.calls == []
