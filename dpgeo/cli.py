@@ -7,6 +7,7 @@ traceback), 1 unexpected failure. Output files are written atomically.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -53,6 +54,27 @@ def _add_domain_args(p, with_data_flag=True):
                             "marked NOT differentially private")
 
 
+def _add_engine_arg(g):
+    g.add_argument("--engine", choices=["auto", "pyogrio", "fiona"], default="auto",
+                   help="GDAL binding that reads and writes vector files (default auto: pyogrio if installed, "
+                        "else fiona)")
+
+
+@contextlib.contextmanager
+def _domain_engine(engine):
+    """Read a --domain polygon file with the --engine asked for (geopandas' choice under auto)."""
+    import geopandas
+
+    switch = engine != "auto" and hasattr(geopandas.options, "io_engine")
+    if switch:
+        old, geopandas.options.io_engine = geopandas.options.io_engine, engine
+    try:
+        yield
+    finally:
+        if switch:
+            geopandas.options.io_engine = old
+
+
 def _add_input_args(p):
     p.add_argument("input", help="point layer: GeoPackage, GeoJSON, Shapefile, GeoParquet or CSV")
     p.add_argument("-o", "--output", required=True, help="output .gpkg or .geojson (written atomically)")
@@ -63,6 +85,7 @@ def _add_input_args(p):
     g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
     g.add_argument("--out-crs", default=None, metavar="CRS",
                    help="CRS of a GeoPackage output (default: the working CRS); GeoJSON is always EPSG:4326")
+    _add_engine_arg(g)
 
 
 def _add_privacy_args(p, epsilon_required=True, with_person=False):
@@ -135,11 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--max-points-per-record", type=int, default=1, metavar="N")
     pv.add_argument("--json", action="store_true", help="print JSON")
     _add_domain_args(pv, with_data_flag=False)
+    _add_engine_arg(pv)
     pv.set_defaults(func=_cmd_preview)
 
     info = sub.add_parser("info", help="print the privacy metadata of a dpgeo output file")
     info.add_argument("path", help="a .gpkg or .geojson written by dpgeo")
     info.add_argument("--json", action="store_true", help="print JSON")
+    _add_engine_arg(info)
     info.set_defaults(func=_cmd_info)
 
     _extra_commands(sub)
@@ -198,7 +223,7 @@ def _cmd_wavecluster(args):
         max_points_per_person=args.max_points_per_person, seed=args.seed, domain_from_data=args.domain_from_data,
         progress=prog,
     )
-    res.to_file(args.output, crs=args.out_crs)
+    res.to_file(args.output, crs=args.out_crs, engine=args.engine)
     report_run(res, args, args.output)
     return 0
 
@@ -234,22 +259,24 @@ def resolve_domain(args):
         if args.domain is not None:
             raise DomainError("give either --domain or --domain-from-data, not both")
         return None
-    return as_study_area(args.domain, domain_crs=args.domain_crs, working_crs=args.crs)
+    with _domain_engine(getattr(args, "engine", "auto")):
+        return as_study_area(args.domain, domain_crs=args.domain_crs, working_crs=args.crs)
 
 
 def _prepare_run(args):
     """Check the output path and the public study area, then read the (private) input."""
-    from .io import read_points
+    from .io import check_engine, read_points
 
     from .pipeline import _contribution
 
     _contribution(args.person, args.max_points_per_person, args.max_points_per_record)
     check_output_path(args.output)
+    check_engine(args.engine, read=args.input, write=args.output)
     domain = resolve_domain(args)
     prog = _Progress(args.quiet)
     prog(0.0, f"reading {args.input}")
     table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
-                        person=args.person)
+                        person=args.person, engine=args.engine)
     return prog, domain, table
 
 
@@ -288,7 +315,7 @@ def _cmd_spans(args):
         person=args.person, max_points_per_person=args.max_points_per_person,
         seed=args.seed, domain_from_data=args.domain_from_data, progress=prog,
     )
-    res.to_file(args.output, crs=args.out_crs)
+    res.to_file(args.output, crs=args.out_crs, engine=args.engine)
     report_run(res, args, args.output)
     return 0
 
@@ -301,10 +328,14 @@ def _cmd_preview(args):
         from .domain import as_study_area
 
         as_study_area(None)
-    p = noise_preview(epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
-                      domain=args.domain, domain_crs=args.domain_crs, crs=args.crs, beta=args.beta,
-                      eta=args.eta, histogram=args.histogram, gamma=args.gamma, extent=args.extent,
-                      sensitivity=args.max_points_per_record)
+    from .io import check_engine
+
+    check_engine(args.engine)
+    with _domain_engine(args.engine):
+        p = noise_preview(epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
+                          domain=args.domain, domain_crs=args.domain_crs, crs=args.crs, beta=args.beta,
+                          eta=args.eta, histogram=args.histogram, gamma=args.gamma, extent=args.extent,
+                          sensitivity=args.max_points_per_record)
     print(json.dumps(p, indent=2) if args.json else format_metadata(p))
     return 0
 
@@ -313,7 +344,7 @@ def _cmd_info(args):
     from .io import read_layer_metadata
     from .result import format_metadata
 
-    md = read_layer_metadata(args.path)
+    md = read_layer_metadata(args.path, engine=args.engine)
     print(json.dumps(md, indent=2) if args.json else format_metadata(md))
     return 0
 
@@ -352,6 +383,7 @@ def _compare_command(sub):
     g.add_argument("--x", default=None, metavar="COLUMN", help="CSV x/longitude column")
     g.add_argument("--y", default=None, metavar="COLUMN", help="CSV y/latitude column")
     g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
+    _add_engine_arg(g)
     _add_privacy_args(cp)
     g = cp.add_argument_group("DBSCAN (--algorithm spans)")
     g.add_argument("--radius", type=float, default=None, help="DBSCAN radius α in metres")
@@ -380,7 +412,7 @@ def _compare_command(sub):
 
 def _cmd_compare(args):
     from .compare import NOT_PRIVATE_NOTICE, check_png_path, compare
-    from .io import read_points
+    from .io import check_engine, read_points
 
     if args.algorithm == "spans":
         params = dict(radius_m=args.radius, min_points=args.min_points, beta=args.beta, eta=args.eta,
@@ -395,6 +427,7 @@ def _cmd_compare(args):
                       wavelet=args.wavelet, count_split=args.count_split, count_cap=args.count_cap,
                       n_public=args.n_public, k_rule=args.k_rule, sensitivity=args.max_points_per_record)
     check_png_path(args.output)
+    check_engine(args.engine, read=args.input)
     domain = resolve_domain(args)
     from .compare import _check_params
 
@@ -402,7 +435,8 @@ def _cmd_compare(args):
                   None, args.crs)  # everything public is checked before the input is read
     prog = _Progress(args.quiet)
     prog(0.0, f"reading {args.input}")
-    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs)
+    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
+                        engine=args.engine)
     rep = compare(table, algorithm=args.algorithm, epsilon=args.epsilon, domain=domain, crs=args.crs,
                   seed=args.seed, png=args.output, progress=prog,
                   reference_max_points=args.reference_max_points, **params)

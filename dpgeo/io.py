@@ -1,9 +1,16 @@
 """Reading point layers and writing cluster layers with their privacy metadata.
 
-Input: GeoPackage, GeoJSON, Shapefile and anything else GDAL reads (through
-pyogrio, or fiona if pyogrio is missing), GeoParquet (through pyarrow), and
-CSV with coordinate columns. Point geometries are decoded straight from WKB
-into numpy arrays, without building one Python object per point.
+Input: GeoPackage, GeoJSON, Shapefile and anything else GDAL reads, GeoParquet
+(through pyarrow), and CSV with coordinate columns. With pyogrio, point
+geometries are decoded straight from WKB into numpy arrays, without building
+one Python object per point.
+
+GDAL is reached through one of two bindings, the *engine*: ``"pyogrio"`` (a
+dependency of dpgeo, and the fast path) or ``"fiona"`` (``pip install
+dpgeo[fiona]``). ``engine="auto"`` (the default everywhere) takes pyogrio when
+it imports and fiona otherwise; asking for an engine that is not installed is
+an error that names the package to install. CSV and GeoParquet input and
+GeoJSON output need no engine: dpgeo reads and writes them itself.
 
 Output: GeoPackage (metadata in the ``gpkg_metadata`` table and the layer
 description) or GeoJSON (RFC 7946: EPSG:4326 lon/lat, counter-clockwise
@@ -18,6 +25,7 @@ never written into an output layer.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -28,7 +36,7 @@ import numpy as np
 import shapely
 from pyproj import CRS
 
-from .errors import InputError, OutputError
+from .errors import InputError, OutputError, ParameterError
 
 __all__ = [
     "PointTable",
@@ -37,8 +45,15 @@ __all__ = [
     "write_layer",
     "read_layer_metadata",
     "output_driver",
+    "check_engine",
+    "ENGINES",
     "METADATA_MEMBER",
 ]
+
+#: Accepted values of every ``engine=`` argument.
+ENGINES = ("auto", "pyogrio", "fiona")
+
+_INSTALL = {"pyogrio": "pip install pyogrio", "fiona": "pip install dpgeo[fiona]"}
 
 #: Name of the GeoJSON foreign member / GeoPackage metadata key holding the metadata.
 METADATA_MEMBER = "dpgeo"
@@ -47,6 +62,96 @@ _LON_NAMES = ("lon", "lng", "long", "longitude", "x_lon", "decimallongitude", "l
 _LAT_NAMES = ("lat", "latitude", "y_lat", "decimallatitude", "lat_wgs84")
 _X_NAMES = ("x", "easting", "east", "xcoord", "x_coord", "point_x")
 _Y_NAMES = ("y", "northing", "north", "ycoord", "y_coord", "point_y")
+
+
+# -- engines -------------------------------------------------------------------------
+
+def _importable(name) -> bool:
+    try:
+        importlib.import_module(name)
+    except (ImportError, OSError):  # missing, or its GDAL library does not load
+        return False
+    return True
+
+
+def _pick_engine(engine, *, needed, write):
+    """The binding to use, or None when the file needs none and none was asked for.
+
+    An explicitly requested engine must be importable even when the file at
+    hand does not need it, so that a wrong setup shows up at once.
+    """
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise ParameterError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
+    err = OutputError if write else InputError
+    what = "write a GeoPackage" if write else "read this vector format"
+    if engine != "auto":
+        if not _importable(engine):
+            raise err(f"engine={engine!r} needs the {engine} package, which is not installed: "
+                      f"{_INSTALL[engine]} (or use engine='auto')")
+        return engine
+    if not needed:
+        return None
+    for name in ("pyogrio", "fiona"):
+        if _importable(name):
+            return name
+    raise err(f"to {what} dpgeo needs pyogrio or fiona, and neither imports: "
+              f"{_INSTALL['pyogrio']} (or {_INSTALL['fiona']})")
+
+
+def _needs_gdal_to_read(path) -> bool:
+    return not (_is_csv(path) or _is_parquet(path))
+
+
+def _is_csv(path) -> bool:
+    return re.search(r"\.(csv|tsv|txt)(\.gz|\.bz2|\.zip|\.xz)?$", os.fspath(path).lower()) is not None
+
+
+def _is_parquet(path) -> bool:
+    return os.fspath(path).lower().endswith((".parquet", ".geoparquet", ".pq"))
+
+
+def check_engine(engine="auto", *, read=None, write=None, driver=None):
+    """Check an ``engine`` choice before any data is read.
+
+    Parameters
+    ----------
+    engine : {"auto", "pyogrio", "fiona"}
+        ``"auto"`` takes pyogrio when it imports, else fiona.
+    read : str or os.PathLike, optional
+        An input file that is going to be read.
+    write : str or os.PathLike, optional
+        An output file that is going to be written.
+    driver : {"GPKG", "GeoJSON"}, optional
+        Output format of ``write`` (default from its extension).
+
+    Returns
+    -------
+    str or None
+        The engine that reading ``read`` or writing ``write`` will use;
+        ``None`` when neither needs GDAL (CSV or GeoParquet in, GeoJSON out)
+        and no engine was asked for by name.
+
+    Raises
+    ------
+    ParameterError
+        ``engine`` is not one of :data:`ENGINES`.
+    InputError, OutputError
+        The engine asked for (or, with ``"auto"``, both) is not installed;
+        the message says what to install.
+
+    Examples
+    --------
+    >>> check_engine("auto", read="points.csv", write="spans.geojson") is None
+    True
+    """
+    used = None
+    if read is not None:
+        used = _pick_engine(engine, needed=_needs_gdal_to_read(read), write=False)
+    if write is not None:
+        used = _pick_engine(engine, needed=output_driver(write, driver) == "GPKG", write=True) or used
+    if read is None and write is None:
+        used = _pick_engine(engine, needed=False, write=False)
+    return used
 
 
 @dataclass
@@ -77,7 +182,7 @@ class PointTable:
     person: np.ndarray | None = None
 
 
-def read_points(path, *, layer=None, x=None, y=None, input_crs=None, person=None) -> PointTable:
+def read_points(path, *, layer=None, x=None, y=None, input_crs=None, person=None, engine="auto") -> PointTable:
     """Read a point layer into coordinate arrays.
 
     Parameters
@@ -96,23 +201,32 @@ def read_points(path, *, layer=None, x=None, y=None, input_crs=None, person=None
     person : str, optional
         Name of a column identifying the person each point belongs to
         (read into :attr:`PointTable.person`; rows without one are dropped).
+    engine : {"auto", "pyogrio", "fiona"}, default "auto"
+        GDAL binding for GeoPackage, GeoJSON, Shapefile, ... input
+        (``"auto"``: pyogrio if installed, else fiona). CSV and GeoParquet
+        are read without one.
 
     Raises
     ------
     InputError
-        Unreadable or empty file, missing CRS, non-point geometries, missing column.
+        Unreadable or empty file, missing CRS, non-point geometries, missing
+        column, or the engine asked for is not installed.
+    ParameterError
+        Unknown ``engine``.
     """
     p = os.fspath(path)
+    eng = _pick_engine(engine, needed=_needs_gdal_to_read(p), write=False)
     if not os.path.exists(p):
         raise InputError(f"input file {p!r} does not exist")
-    low = p.lower()
-    if re.search(r"\.(csv|tsv|txt)(\.gz|\.bz2|\.zip|\.xz)?$", low):
+    if _is_csv(p):
         xs, ys, crs, n_read, pers = _read_csv(p, x, y, input_crs, person)
     else:
         if x is not None or y is not None:
             raise InputError("--x/--y name CSV columns; this input is a vector layer with geometries")
-        if low.endswith((".parquet", ".geoparquet", ".pq")):
+        if _is_parquet(p):
             wkb, crs, n_read, pers = _read_geoparquet(p, person)
+        elif eng == "fiona":
+            wkb, crs, n_read, pers = _read_fiona(p, layer, person)
         else:
             wkb, crs, n_read, pers = _read_ogr(p, layer, person)
         crs = _resolve_crs(crs, input_crs, p)
@@ -163,10 +277,8 @@ def _finish_table(xs, ys, crs, n_read, source, person=None) -> PointTable:
 # -- readers -------------------------------------------------------------------
 
 def _read_ogr(path, layer, person=None):
-    try:
-        import pyogrio
-    except ImportError:  # pragma: no cover - fiona fallback
-        return _read_fiona(path, layer, person)
+    import pyogrio
+
     try:
         meta, table = pyogrio.read_arrow(path, layer=layer, columns=[person] if person else [],
                                          return_fids=False)
@@ -184,17 +296,54 @@ def _read_ogr(path, layer, person=None):
     return col, meta.get("crs"), len(table), pers
 
 
-def _read_fiona(path, layer, person=None):  # pragma: no cover - exercised only without pyogrio
-    import geopandas as gpd
+def _read_fiona(path, layer, person=None):
+    """Read through fiona: one Python object per feature (slower than pyogrio, same result)."""
+    import fiona
 
+    name = os.path.basename(path)
     try:
-        gdf = gpd.read_file(path, layer=layer, engine="fiona")
+        with fiona.Env():
+            with fiona.open(path, layer=layer) as src:
+                fields = list(src.schema["properties"])
+                has_geometry = src.schema.get("geometry") not in (None, "None")
+            if person and person not in fields:
+                raise InputError(f"person column {person!r} is not in {name}")
+            if not has_geometry:
+                raise InputError(f"{path!r} has no geometry column; for a CSV give coordinate columns with --x/--y")
+            try:
+                src = fiona.open(path, layer=layer, include_fields=[person] if person else [])
+            except fiona.errors.DriverError:  # drivers that cannot skip fields (GeoJSON) read them all
+                src = fiona.open(path, layer=layer)
+            with src:
+                crs = src.crs_wkt or None
+                feats = [(f.geometry, f.properties[person] if person else None) for f in src]
+    except InputError:
+        raise
     except Exception as exc:
         raise InputError(f"cannot read {path!r} as a vector layer: {_short(exc)}") from None
-    if person and person not in gdf.columns:
-        raise InputError(f"person column {person!r} is not in {os.path.basename(path)}")
-    wkb = np.asarray(shapely.to_wkb(np.asarray(gdf.geometry.values)), dtype=object)
-    return wkb, gdf.crs, len(gdf), (gdf[person].to_numpy() if person else None)
+    pers = None
+    if person:
+        import pandas as pd
+
+        pers = pd.Series([v for _, v in feats]).to_numpy()  # same dtypes as the arrow path
+    return _xy_from_geojson([g for g, _ in feats]), crs, len(feats), pers
+
+
+_TYPE_IDS = {"Point": 0, "LineString": 1, "LinearRing": 2, "Polygon": 3, "MultiPoint": 4, "MultiLineString": 5,
+             "MultiPolygon": 6, "GeometryCollection": 7}
+
+
+def _xy_from_geojson(geoms):
+    """x, y of GeoJSON-like point geometries (``.type``, ``.coordinates``); NaN for None or empty."""
+    bad = {g.type for g in geoms if g is not None} - {"Point"}
+    if bad - set(_TYPE_IDS):
+        raise InputError(f"the input has {', '.join(sorted(bad))} geometries; dpgeo needs a layer of points")
+    if bad:
+        _check_point_types(np.array([_TYPE_IDS[k] for k in bad]))
+    nan2 = (np.nan, np.nan)
+    xy = np.array([nan2 if g is None or len(g.coordinates) < 2 else g.coordinates[:2] for g in geoms],
+                  dtype=float).reshape(-1, 2)
+    return _XY(xy[:, 0], xy[:, 1])
 
 
 def _read_geoparquet(path, person=None):
@@ -422,7 +571,7 @@ def output_driver(path, driver=None) -> str:
     raise OutputError(f"cannot tell the output format of {os.fspath(path)!r}: use a .gpkg or .geojson name")
 
 
-def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None) -> str:
+def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None, engine="auto") -> str:
     """Write a cluster layer atomically, with its metadata.
 
     Parameters
@@ -439,14 +588,27 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None)
         EPSG:4326 (RFC 7946); asking for another CRS is an error.
     layer : str, optional
         GeoPackage layer name (default: the file's stem).
+    engine : {"auto", "pyogrio", "fiona"}, default "auto"
+        GDAL binding that writes a GeoPackage (``"auto"``: pyogrio if
+        installed, else fiona); both write the same layer, options and
+        metadata. GeoJSON is written without one.
 
     Returns
     -------
     str
         The path written.
+
+    Raises
+    ------
+    OutputError
+        Bad driver or folder, the engine asked for is not installed, or the
+        write failed (then no file is left behind).
+    ParameterError
+        Unknown ``engine``.
     """
     path = os.fspath(path)
     drv = output_driver(path, driver)
+    eng = _pick_engine(engine, needed=drv == "GPKG", write=True)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise OutputError(f"output folder {folder!r} does not exist")
@@ -471,15 +633,24 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None)
             f"{str(metadata.get('differentially_private')).lower()}; epsilon={metadata.get('epsilon')}"
         )
 
-        def _w(tmp):
-            import pyogrio
+        # GDAL layer metadata (the gpkg_metadata table) and gpkg_contents description/identifier
+        tags = {METADATA_MEMBER: meta_json,
+                "DIFFERENTIALLY_PRIVATE": str(bool(metadata.get("differentially_private"))).upper()}
+        options = {"DESCRIPTION": summary, "IDENTIFIER": name}
 
-            pyogrio.write_dataframe(
-                out, tmp, layer=name, driver="GPKG",
-                layer_metadata={METADATA_MEMBER: meta_json,
-                                "DIFFERENTIALLY_PRIVATE": str(bool(metadata.get("differentially_private"))).upper()},
-                layer_options={"DESCRIPTION": summary, "IDENTIFIER": name},
-            )
+        def _w(tmp):
+            if eng == "fiona":
+                import warnings
+
+                with warnings.catch_warnings():  # an empty layer (no cluster) is a valid result
+                    warnings.filterwarnings("ignore", "You are attempting to write an empty DataFrame")
+                    # fiona passes extra keywords on as creation options and sets the tags as layer metadata
+                    out.to_file(tmp, driver="GPKG", engine="fiona", layer=name, metadata=tags, **options)
+            else:
+                import pyogrio
+
+                pyogrio.write_dataframe(out, tmp, layer=name, driver="GPKG", layer_metadata=tags,
+                                        layer_options=options)
 
         _atomic(path, folder, ".gpkg", _w)
     return path
@@ -506,12 +677,31 @@ def _atomic(path, folder, suffix, writer):
         raise OutputError(f"cannot write {path!r}: {_short(exc)}") from exc
 
 
-def read_layer_metadata(path) -> dict:
-    """The dpgeo metadata stored in a GeoPackage or GeoJSON written by dpgeo."""
+def read_layer_metadata(path, *, engine="auto") -> dict:
+    """The dpgeo metadata stored in a GeoPackage or GeoJSON written by dpgeo.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.gpkg`` or ``.geojson`` written by dpgeo (with either engine).
+    engine : {"auto", "pyogrio", "fiona"}, default "auto"
+        GDAL binding that reads a GeoPackage's layer metadata; GeoJSON is
+        read without one.
+
+    Raises
+    ------
+    InputError
+        No such file, not a dpgeo output, or the engine asked for is not installed.
+    """
     p = os.fspath(path)
+    _pick_engine(engine, needed=False, write=False)  # a bad or missing engine is reported first
     if not os.path.exists(p):
         raise InputError(f"{p!r} does not exist")
-    drv = output_driver(p)
+    try:
+        drv = output_driver(p)
+    except OutputError:
+        raise InputError(f"{p!r} is neither a .gpkg nor a .geojson written by dpgeo") from None
+    eng = _pick_engine(engine, needed=drv == "GPKG", write=False)
     if drv == "GeoJSON":
         with open(p, encoding="utf-8") as f:
             try:
@@ -520,17 +710,35 @@ def read_layer_metadata(path) -> dict:
                 raise InputError(f"{p!r} is not valid JSON: {exc}") from None
         md = doc.get(METADATA_MEMBER) if isinstance(doc, dict) else None
     else:
-        import pyogrio
-
-        md = None
-        for name, _ in pyogrio.list_layers(p):
-            lm = pyogrio.read_info(p, layer=name).get("layer_metadata") or {}
-            if METADATA_MEMBER in lm:
-                md = json.loads(lm[METADATA_MEMBER])
-                break
+        try:
+            text = _metadata_item(p, eng)
+            md = None if text is None else json.loads(text)
+        except Exception as exc:
+            raise InputError(f"cannot read the metadata of {p!r}: {_short(exc)}") from None
     if md is None:
         raise InputError(f"{p!r} has no dpgeo metadata (was it written by dpgeo?)")
     return md
+
+
+def _metadata_item(path, engine):
+    """The first layer's ``METADATA_MEMBER`` item of GDAL layer metadata (default domain), or None."""
+    if engine == "fiona":
+        import fiona
+
+        with fiona.Env():
+            for name in fiona.listlayers(path):
+                with fiona.open(path, layer=name) as src:
+                    tags = src.tags() or {}
+                if METADATA_MEMBER in tags:
+                    return tags[METADATA_MEMBER]
+        return None
+    import pyogrio
+
+    for name, _ in pyogrio.list_layers(path):
+        tags = pyogrio.read_info(path, layer=name).get("layer_metadata") or {}
+        if METADATA_MEMBER in tags:
+            return tags[METADATA_MEMBER]
+    return None
 
 
 def _short(exc) -> str:

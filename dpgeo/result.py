@@ -49,12 +49,13 @@ class ClusterLayer:
     def differentially_private(self) -> bool:
         return bool(self.metadata.get("differentially_private"))
 
-    def to_file(self, path, *, driver=None, crs=None) -> str:
+    def to_file(self, path, *, driver=None, crs=None, engine="auto") -> str:
         """Write the layer and its metadata (GeoPackage or GeoJSON).
 
         GeoJSON is always written in EPSG:4326 (RFC 7946); a GeoPackage in
-        the working CRS unless ``crs`` is given. The file appears only when
-        complete.
+        the working CRS unless ``crs`` is given, through ``engine``
+        (``"auto"``, ``"pyogrio"`` or ``"fiona"``, see
+        :func:`dpgeo.io.write_layer`). The file appears only when complete.
         """
         md = dict(self.metadata)
         if crs is not None and driver != "GeoJSON" and not str(path).lower().endswith((".geojson", ".json")):
@@ -62,7 +63,7 @@ class ClusterLayer:
 
             c = CRS.from_user_input(crs)
             md["output_crs"] = f"EPSG:{c.to_epsg()}" if c.to_epsg() else c.name
-        return write_layer(self.layer, path, md, driver=driver, crs=crs)
+        return write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine)
 
     def summary(self) -> str:
         """Human-readable summary of the metadata (one ``key: value`` a line)."""
