@@ -54,8 +54,12 @@ def _add_domain_args(p, with_data_flag=True):
                             "marked NOT differentially private")
 
 
+#: dpgeo.io.ENGINES, repeated so that building the parser does not import the I/O stack (a test keeps them equal).
+_ENGINES = ("auto", "pyogrio", "fiona")
+
+
 def _add_engine_arg(g):
-    g.add_argument("--engine", choices=["auto", "pyogrio", "fiona"], default="auto",
+    g.add_argument("--engine", choices=_ENGINES, default="auto",
                    help="GDAL binding that reads and writes vector files (default auto: pyogrio if installed, "
                         "else fiona)")
 

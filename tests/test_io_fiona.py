@@ -272,3 +272,9 @@ def test_cli_missing_engine_fails_before_reading(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["spans", str(SAMPLE_POINTS), "-o", str(out), *SPANS_CLI, "--engine", "gdal"])
     assert exc.value.code == 2 and "--engine" in capsys.readouterr().err
+
+
+def test_cli_engine_choices_are_the_library_engines():
+    from dpgeo import cli, io
+
+    assert cli._ENGINES == io.ENGINES
