@@ -1,7 +1,7 @@
 """How fast the QGIS plugin reads a point layer: feature by feature vs the library's file reader.
 
 The plugin reads the private point layer in one of two ways (see
-``qgis_plugin/dpgeo_qgis/common.py``): QGIS's feature iterator, one Python
+``qgis_plugin/dpgeo_qgis/reading.py``): QGIS's feature iterator, one Python
 call per point (the baseline, and the only way for selections, filters,
 unsaved edits, memory or database layers), or, for a plain GeoPackage,
 Shapefile, GeoJSON or FlatGeobuf file, ``dpgeo.read_points`` (pyogrio and
@@ -92,7 +92,7 @@ def main(argv=None):
     app = QgsApplication([], False)
     app.initQgis()
     import dpgeo
-    from dpgeo_qgis import common
+    from dpgeo_qgis import reading
 
     with tempfile.TemporaryDirectory(prefix="dpgeo-qgis-read-") as tmp:
         folder = Path(args.workdir or tmp)
@@ -113,11 +113,11 @@ def main(argv=None):
             feedback = QgsProcessingFeedback()
 
             def slow():
-                return common.read_points(source, feedback, person_field=person)
+                return reading.read_points(source, feedback, person_field=person)
 
             def fast():
-                target = common.fast_read_target(layer, layer)
-                return common.read_points_fast(dpgeo, *target, source, feedback, person_field=person)
+                target = reading.fast_read_target(layer, layer)
+                return reading.read_points_fast(dpgeo, *target, source, feedback, person_field=person)
 
             t_slow, r_slow = timed(slow, args.repeat)
             t_fast, r_fast = timed(fast, args.repeat)

@@ -67,43 +67,50 @@ def make_points(n, setting, seed=0):
     return x, y
 
 
-def write_geoparquet(path, x, y):
-    """GeoParquet 1.0 with WKB points, written without one Python object per point."""
+def write_geoparquet(path, x, y, row_group=1 << 20):
+    """GeoParquet 1.0 with WKB points, written row group by row group without one Python object per point.
+
+    Each row group is its own binary array (32-bit offsets, 22 MB), so any number of points can be written.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    n = x.size
-    rec = np.zeros(n, dtype=np.dtype([("bo", "u1"), ("t", "<u4"), ("x", "<f8"), ("y", "<f8")], align=False))
-    rec["bo"], rec["t"], rec["x"], rec["y"] = 1, 1, x, y
-    offsets = np.arange(0, 21 * (n + 1), 21, dtype=np.int32)
-    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rec.tobytes())])
     geo = {"version": "1.0.0", "primary_column": "geometry",
            "columns": {"geometry": {"encoding": "WKB", "geometry_types": ["Point"],
                                     "bbox": [float(x.min()), float(y.min()), float(x.max()), float(y.max())]}}}
-    table = pa.table({"geometry": arr})
-    table = table.replace_schema_metadata({b"geo": json.dumps(geo).encode()})
-    pq.write_table(table, path, row_group_size=1 << 20)
+    schema = pa.schema([("geometry", pa.binary())], metadata={b"geo": json.dumps(geo).encode()})
+    with pq.ParquetWriter(path, schema) as w:
+        for a in range(0, x.size, row_group):
+            xs, ys = x[a:a + row_group], y[a:a + row_group]
+            n = xs.size
+            rec = np.zeros(n, dtype=np.dtype([("bo", "u1"), ("t", "<u4"), ("x", "<f8"), ("y", "<f8")]))
+            rec["bo"], rec["t"], rec["x"], rec["y"] = 1, 1, xs, ys
+            offsets = np.arange(0, 21 * (n + 1), 21, dtype=np.int32)
+            arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rec.tobytes())])
+            w.write_table(pa.Table.from_arrays([arr], schema=schema), row_group_size=row_group)
 
 
 STAGES = {
     "mechanism": """
 import numpy as np, time, dpgeo, json, sys
 from dpgeo.domain import StudyArea
+from dpgeo.grid import Grid, cell_width_for_radius
 from dpgeo.pipeline import _dbscan_setup
 from dpgeo.histogram import noisy_histogram
-from dpgeo.dbscan import dbscan_cells
-from dpgeo.noise import make_generator
+from dpgeo.mechanisms.dbscan import dbscan_cells
+from dpgeo.noise import NoiseSource
 d = np.load(sys.argv[1])
 x, y = d["x"], d["y"]
 area = StudyArea.from_bbox({bbox})
-grid, kind, q, theta, bound, extent_bound, params = _dbscan_setup(area, epsilon=1.0, radius_m={radius},
+grid = Grid(area, cell_width_for_radius({radius}))
+kind, q, theta, bound, extent_bound, params = _dbscan_setup(grid, epsilon=1.0, radius_m={radius},
     min_points={minpts}, beta=0.05, eta=1.0, histogram="auto", gamma="laplace", sensitivity=1,
     max_dense_cells=1 << 22, max_false_cells=1 << 18, extent="grown")
 times = []
 for _ in range(3):  # first run in a fresh process, then warm runs
     t = time.perf_counter()
     a = grid.assign(x, y)
-    h = noisy_histogram(grid, a.cell_id, epsilon=1.0, rng=make_generator().generator, method=kind)
+    h = noisy_histogram(grid, a.cell_id, epsilon=1.0, rng=NoiseSource(), method=kind)
     spans = dbscan_cells(h, min_points={minpts}, eta=1.0, bound=bound, extent_bound=extent_bound)
     times.append(time.perf_counter() - t)
     del a, h

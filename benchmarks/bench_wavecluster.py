@@ -18,8 +18,8 @@ import tracemalloc
 
 import numpy as np
 
-from dpgeo import wave as wc
-from dpgeo.noise import make_generator
+from dpgeo.mechanisms import wavecluster as wc
+from dpgeo.noise import NoiseSource
 
 
 def synthetic_points(n: int, seed: int = 0):
@@ -67,7 +67,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     x, y, bounds = synthetic_points(args.points)
     g = args.grid
-    src = make_generator()
+    src = NoiseSource()
     counts = bin_points(x, y, bounds, g)
 
     cases = {

@@ -20,8 +20,12 @@ Mechanisms compared:
 * dpgeo DP-DBSCAN spans with the product default β = 0.05 and with the
   authors' default β = 0.5 (both ``gamma="laplace"``: the paper's Γ_Lap, or
   the exact discrete bound if larger);
-* DP k-means of diffprivlib (IBM), with the true number of clusters and
-  the same public study area as ``bounds`` (as in the paper);
+* dpgeo's DP k-means (``dpgeo.mechanisms.kmeans``: DPLloyd with exact
+  integer noise, data-independent start, 5 iterations), with the true number
+  of clusters over the same public study area — the paper's DP-Kmeans row;
+* DP k-means of diffprivlib (IBM), the implementation the paper ran, with the
+  true number of clusters and the same public study area as ``bounds`` (a
+  cross-check of the dpgeo row);
 * non-private DBSCAN and k-means of scikit-learn (ε = ∞).
 
 In the ε sweep a third dpgeo curve keeps the core threshold MinPts′ =
@@ -124,6 +128,7 @@ MECHANISMS = {
     "dpgeo_core": "dpgeo, β = 0.05, core spans (paper's Algorithm 1)",
     "dpgeo_b05": "dpgeo, β = 0.5 (authors' setting), grown spans",
     "dpgeo_fixT": "dpgeo, β = 0.05, MinPts′ held at its ε = 1 value",
+    "dp_kmeans_dpgeo": "DP k-means (dpgeo)",
     "dp_kmeans": "DP k-means (diffprivlib)",
     "dbscan": "DBSCAN (non-private)",
     "kmeans": "k-means (non-private)",
@@ -181,6 +186,15 @@ def preview(spec, epsilon, beta):
 
     return dpgeo.noise_preview(epsilon=epsilon, radius_m=spec.alpha, min_points=spec.min_points, domain=spec.bbox,
                                domain_crs=BENCH_CRS, crs=BENCH_CRS, beta=beta, eta=spec.eta, gamma="laplace")
+
+
+def dpgeo_kmeans_labels(spec, x, y, k, *, epsilon, seed):
+    from dpgeo import StudyArea
+    from dpgeo.mechanisms.kmeans import kmeans_layer
+    from dpgeo.noise import NoiseSource
+
+    area = StudyArea.from_bbox(spec.bbox, crs=BENCH_CRS, working_crs=BENCH_CRS)
+    return kmeans_layer(x, y, area=area, k=k, epsilon=epsilon, rng=NoiseSource(seed)).label_points(x, y)
 
 
 def dp_kmeans_labels(spec, x, y, k, *, epsilon, seed):
@@ -278,6 +292,8 @@ def experiment(args):
                         for s in seeds]
                 cell["dpgeo_fixT"] = {m: summarise([v[i] for v in vals]) for i, m in enumerate(("ARI", "AMI"))}
                 cell["dpgeo_fixT"]["min_points"] = mp
+            vals = [scores(lab, dpgeo_kmeans_labels(spec, x, y, k, epsilon=eps, seed=s)) for s in seeds]
+            cell["dp_kmeans_dpgeo"] = {m: summarise([v[i] for v in vals]) for i, m in enumerate(("ARI", "AMI"))}
             if not args.skip_dp_kmeans:
                 vals = [scores(lab, dp_kmeans_labels(spec, x, y, k, epsilon=eps, seed=s)) for s in seeds]
                 cell["dp_kmeans"] = {m: summarise([v[i] for v in vals]) for i, m in enumerate(("ARI", "AMI"))}
@@ -320,9 +336,9 @@ def tables(out, skip_dp_kmeans):
                 "dpgeo β=0.5 core"]
         if metric == "ARI":
             head.append("authors' code (10 seeds)")
-        head += ["paper DP-DBSCAN (3 seeds)"]
+        head += ["paper DP-DBSCAN (3 seeds)", "DP k-means (dpgeo)"]
         if not skip_dp_kmeans:
-            head.append("DP k-means")
+            head.append("DP k-means (diffprivlib)")
         head += ["paper DP-Kmeans", "DBSCAN (ε=∞)", "k-means (ε=∞)"]
         lines.append(f"\n{metric}, ε = 1, mean ± sd over {len(out['settings']['seeds'])} seeds\n")
         lines.append("| " + " | ".join(head) + " |")
@@ -337,6 +353,7 @@ def tables(out, skip_dp_kmeans):
             if metric == "ARI":
                 row.append(f"{REFERENCE_ARI_CODE[spec.ref_key]:.2f}" if name != "circles10" else "–")
             row.append(f"{paper[0]:.2f}")
+            row.append(fmt(c["dp_kmeans_dpgeo"][metric]))
             if not skip_dp_kmeans:
                 row.append(fmt(c["dp_kmeans"][metric]))
             row += [f"{paper[1]:.2f}", f"{r['dbscan'][metric]:.3f}", fmt(r["kmeans"][metric])]
@@ -355,7 +372,8 @@ def tables(out, skip_dp_kmeans):
                      f"{c['dpgeo_b05']['extent_threshold']:.1f} |")
     lines.append("\nARI over the ε sweep (mean over seeds)\n")
     epss = out["settings"]["epsilons"]
-    mechs = ["dpgeo", "dpgeo_core", "dpgeo_b05", "dpgeo_fixT"] + ([] if skip_dp_kmeans else ["dp_kmeans"])
+    mechs = ["dpgeo", "dpgeo_core", "dpgeo_b05", "dpgeo_fixT", "dp_kmeans_dpgeo"] + (
+        [] if skip_dp_kmeans else ["dp_kmeans"])
     head = ["dataset", "mechanism"] + [f"ε={e:g}" for e in epss]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
@@ -417,7 +435,8 @@ def plot(out, path, skip_dp_kmeans):
     fig, axes = plt.subplots(nrow, ncol, figsize=(12, 3.6 * nrow), squeeze=False, sharey=True)
     styles = {"dpgeo": ("tab:blue", "o", "-"), "dpgeo_core": ("tab:green", "v", ":"),
               "dpgeo_b05": ("tab:cyan", "s", "--"),
-              "dpgeo_fixT": ("tab:purple", "D", "-."), "dp_kmeans": ("tab:orange", "^", "-")}
+              "dpgeo_fixT": ("tab:purple", "D", "-."), "dp_kmeans_dpgeo": ("tab:brown", "v", "-"),
+              "dp_kmeans": ("tab:orange", "^", "--")}
     for ax, name in zip(axes.ravel(), names):
         r = res[name]
         for m, (col, mk, ls) in styles.items():

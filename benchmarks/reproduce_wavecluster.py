@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -134,10 +133,10 @@ def point_labels(cell_labels, x, y, bounds, g):
 
 
 def run_method(method, x, y, spec, g, p, *, epsilon, seed):
-    from dpgeo import wave as wc
-    from dpgeo.noise import make_generator
+    from dpgeo.mechanisms import wavecluster as wc
+    from dpgeo.noise import NoiseSource
 
-    rng = make_generator(seed)
+    rng = NoiseSource(seed=seed)
     if method == "baseline":
         return wc.wavecluster_baseline(x, y, bounds=spec.bounds, shape=(g, g), epsilon=epsilon, percentile=p, rng=rng)
     return wc.wavecluster_cells(counts_of(x, y, spec.bounds, g), method=method, epsilon=epsilon, percentile=p,
@@ -146,7 +145,7 @@ def run_method(method, x, y, spec, g, p, *, epsilon, seed):
 
 def experiment(args):
     from dpgeo import evaluation as ev
-    from dpgeo import wave as wc
+    from dpgeo.mechanisms import wavecluster as wc
 
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()

@@ -1,14 +1,33 @@
 """dpgeo: differentially private cluster map layers from sensitive point data.
 
-The data flow is visible in the modules::
+The modules, in the order of the data flow (a module imports only modules
+listed above it)::
 
-    domain     public study area and working CRS (metres)
-    grid       square cells over the study area, neighbourhoods
-    histogram  ε-DP histograms of point counts (dense, sparse)
-    dbscan     DP-DBSCAN spans (Qiu & Yi)
-    wave       DP WaveCluster (Chen, Yu & Chirkova)
-    polygons   cluster cells → (multi)polygons with noisy counts
-    io         point layers in, cluster layers + privacy metadata out
+    errors        the exception hierarchy (used everywhere)
+    domain        public study area and working CRS (metres)
+    grid          square cells over the study area, neighbourhoods
+    formats       file formats and GDAL engines (for counting/ and io/)
+    randomness    NoiseSource: ChaCha20 keyed from the OS's CSPRNG (a test seed marks output not private)
+    counting/     the private side: point layers in, projected, snapped to cells
+    noise         exact samplers in integer arithmetic (_exact): discrete Laplace, exponential
+                  mechanism; interval widths (contribution: per-person caps)
+    histogram     ε-DP histograms of the cell counts (dense, sparse)
+    mechanisms/   one module per mechanism, its privacy argument in its docstring:
+                  dbscan (DP-DBSCAN spans, Qiu & Yi); wavecluster/ (Chen, Yu &
+                  Chirkova: transform, thresholds, components; privqt, privthr,
+                  privthr_em, baseline; exact, not private); kmeans (DP Lloyd,
+                  voronoi); eppkm, diffhwt (comparison systems, not private)
+    polygons      cluster cells → (multi)polygons with noisy counts
+    io/           release files: GeoPackage, GeoJSON, HTML map, PNG (+ metadata back in)
+    budget        the persistent privacy-budget ledger (SQLite), one per organisation
+    release       Release: one charge, one layer + metadata, written to any number of files
+    pipeline/     the public entry points: validate → count → charge → mechanism → layer
+                  (dbscan_spans, wavecluster, noise_preview; kmeans in pipeline/kmeans)
+    evaluation    utility measures against a reference (owner only: not private)
+    compare       private vs exact clustering of the same data (owner only)
+    server/       dpgeo serve: the OGC API – Processes service (jobs, releases, analysts' tokens)
+    cli/          the command line (its ``serve`` command starts server/); the QGIS plugin
+                  (qgis_plugin/) is the other front end
 
 The flat API below is what scripts, the command line and the QGIS plugin use.
 
@@ -30,19 +49,26 @@ from .errors import (
     OutputError,
     ParameterError,
 )
-from .io import read_layer_metadata, read_points
+from .counting.readers import read_points
+from .counting.inputs import open_points
+from .io.files import read_layer_metadata
 from .pipeline import dbscan_spans, noise_preview, wavecluster
-from .result import ClusterLayer
+from .pipeline.kmeans import kmeans
+from .release import ClusterLayer, Release, read_release
 
 __all__ = [
     "__version__",
     "dbscan_spans",
     "wavecluster",
+    "kmeans",
     "noise_preview",
+    "Release",
     "ClusterLayer",
+    "read_release",
     "StudyArea",
     "as_study_area",
     "read_points",
+    "open_points",
     "read_layer_metadata",
     "DpgeoError",
     "ParameterError",

@@ -24,7 +24,19 @@ The non-private references are
   DBSCAN cluster, 0 = noise); the private labels are the span cell each point
   falls in (as in Qiu & Yi's evaluation);
 * ``algorithm="wavecluster"``: exact WaveCluster (``method="exact"``) on the
-  same grid, wavelet and percentile.
+  same grid, wavelet and percentile;
+* ``algorithm="kmeans"`` (DP k-means, :mod:`dpgeo.mechanisms.kmeans`),
+  ``"eppkm"`` and ``"diffhwt"``: scikit-learn's k-means with the same ``k``
+  on the points inside the study area; a point's private label is its
+  Voronoi cell (k-means, EPP-KM) or its cluster in k-means on the published
+  DiffHWT rows.
+
+``"eppkm"`` (:mod:`dpgeo.mechanisms.eppkm`) and ``"diffhwt"``
+(:mod:`dpgeo.mechanisms.diffhwt`) are comparison systems from the literature
+that are **NOT differentially private** under dpgeo's neighbouring relation;
+the report says so next to their numbers (``method_differentially_private``
+and ``method_not_private_reasons``), and their results cannot be written as
+layers.
 
 Examples
 --------
@@ -52,9 +64,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import shapely
 
 from .errors import DpgeoError, NotPrivateWarning, OutputError, ParameterError
-from .result import ClusterLayer
+from .release import Release
 
 __all__ = ["compare", "CompareReport", "NOT_PRIVATE_NOTICE", "check_png_path"]
 
@@ -64,11 +77,20 @@ NOT_PRIVATE_NOTICE = (
     "do not publish or share these numbers or the map. Publish only a layer from a separate private run."
 )
 
-ALGORITHMS = ("spans", "wavecluster")
+ALGORITHMS = ("spans", "wavecluster", "kmeans", "eppkm", "diffhwt")
+#: Comparison methods whose results are not differentially private (marked so wherever they appear).
+NOT_DP_ALGORITHMS = ("eppkm", "diffhwt")
 _SPANS_PARAMS = ("radius_m", "min_points", "beta", "eta", "histogram", "gamma", "extent", "sensitivity",
                  "max_dense_cells", "max_false_cells")
 _WAVE_PARAMS = ("method", "cell_m", "grid_size", "percentile", "wavelet", "mode", "count_split", "count_cap",
                 "n_public", "k_rule", "sensitivity")
+_PARAMS = {
+    "spans": _SPANS_PARAMS,
+    "wavecluster": _WAVE_PARAMS,
+    "kmeans": ("k", "iterations", "layer_share", "count_share", "sensitivity"),
+    "eppkm": ("k", "bags"),
+    "diffhwt": ("k", "level", "calibration"),
+}
 #: Largest number of points the non-private DBSCAN reference is run on (its memory grows with the
 #: number of neighbours of every point).
 DEFAULT_REFERENCE_MAX_POINTS = 500_000
@@ -84,10 +106,10 @@ class CompareReport:
     Attributes
     ----------
     algorithm : str
-        ``"spans"`` or ``"wavecluster"``.
+        One of :data:`ALGORITHMS`.
     measures : dict
         Utility measures (floats and ints), see :func:`compare`.
-    private : ClusterLayer
+    private : Release
         The private run that was compared (one draw; not written anywhere).
     reference : dict
         Description of the non-private reference (``name``, parameters).
@@ -102,7 +124,7 @@ class CompareReport:
 
     algorithm: str
     measures: dict
-    private: ClusterLayer
+    private: Release
     reference: dict
     reference_labels: np.ndarray = field(repr=False)
     private_labels: np.ndarray = field(repr=False)
@@ -115,7 +137,21 @@ class CompareReport:
         md = self.private.metadata
         bar = "!" * 78
         lines = [bar, _wrap(self.notice), bar, ""]
-        if self.algorithm == "spans":
+        if self.algorithm in NOT_DP_ALGORITHMS:
+            lines += [_wrap(f"{md['mechanism']} is NOT DIFFERENTIALLY PRIVATE:")]
+            lines += [_wrap(r, initial="  - ", subsequent="    ") for r in md["not_private_reasons"]]
+            lines.append("")
+        if self.algorithm == "kmeans":
+            sp = md["epsilon_split"]
+            lines.append(f"private : DP k-means, epsilon={md['epsilon']:g} (centroids {sp['centroids_total']:g} over "
+                         f"{md['iterations']} iterations, cell counts {sp['layer_counts']:g}), k={md['k']}")
+        elif self.algorithm == "eppkm":
+            lines.append(f"compared: EPP-KM (NOT differentially private), K={md['K']}, B={md['B']} bags")
+        elif self.algorithm == "diffhwt":
+            lines.append(f"compared: DiffHWT (NOT differentially private), epsilon={md['epsilon']:g} as in the paper "
+                         f"(calibration {md['sensitivity']!r}), s={md['s']}, k-means with k={md['k']} on the "
+                         "published rows")
+        elif self.algorithm == "spans":
             lines.append(f"private : DP-DBSCAN spans, epsilon={md['epsilon']:g}, radius={md['radius_m']:g} m, "
                          f"MinPts={md['min_points']} (core threshold MinPts+Γ = {md['core_threshold']:.1f}), "
                          f"beta={md['beta']:g}, gamma={md['gamma_method']}")
@@ -136,13 +172,17 @@ class CompareReport:
             ("adjusted mutual information", f"{m['ami']:.3f}"),
             ("F-measure (reference as ground truth)", f"{m['f_measure']:.3f}"),
         ]
-        if self.algorithm == "spans":
+        if self.algorithm in ("spans", "kmeans"):
+            what = "span" if self.algorithm == "spans" else "cell"
             rows += [
-                ("dp_count error: mean |dp_count - true count| per span", _num(m["count_mae"], "{:.1f}")),
-                ("dp_count error: median relative error per span", _pct(m["count_median_rel_error"])),
-                ("spans whose 95% interval holds the true count", _pct(m["count_interval_coverage"])),
+                (f"dp_count error: mean |dp_count - true count| per {what}", _num(m["count_mae"], "{:.1f}")),
+                (f"dp_count error: median relative error per {what}", _pct(m["count_median_rel_error"])),
+                (f"{what}s whose 95% interval holds the true count", _pct(m["count_interval_coverage"])),
             ]
-        else:
+        if self.algorithm in ("kmeans", "eppkm"):
+            rows.append(("centroid shift: mean distance to the matched reference centroid (m)",
+                         _num(m["centroid_shift_m"], "{:.1f}")))
+        if self.algorithm == "wavecluster":
             rows += [
                 ("k' relative error |k' - k| / k (significant coefficients)", _pct(m["kprime_error"])),
                 ("DSG_C (0 = same cells and clusters)", f"{m['dsg_c']:.3f}"),
@@ -153,6 +193,9 @@ class CompareReport:
         lines += [f"{k.ljust(width)} : {v}" for k, v in rows]
         if self.png:
             lines += ["", f"side-by-side map (NOT private): {self.png}"]
+        if self.algorithm in NOT_DP_ALGORITHMS:
+            lines += ["", _wrap(f"{md['mechanism']}: NOT DIFFERENTIALLY PRIVATE (see above); never publish "
+                                "its output.")]
         lines += ["", bar, _wrap(self.notice), bar]
         return "\n".join(lines)
 
@@ -163,17 +206,21 @@ class CompareReport:
                 return None
             return v
 
+        md = self.private.metadata
         return {"notice": self.notice, "algorithm": self.algorithm, "reference": self.reference,
+                "method_differentially_private": bool(md.get("differentially_private"))
+                and self.algorithm not in NOT_DP_ALGORITHMS,
+                "method_not_private_reasons": list(md.get("not_private_reasons") or []),
                 "measures": {k: clean(v) for k, v in self.measures.items()}, "png": self.png}
 
     def __str__(self) -> str:
         return self.text()
 
 
-def _wrap(text, width=78):
+def _wrap(text, width=78, initial="", subsequent=""):
     import textwrap
 
-    return "\n".join(textwrap.wrap(text, width))
+    return "\n".join(textwrap.wrap(text, width, initial_indent=initial, subsequent_indent=subsequent))
 
 
 def _pct(v):
@@ -212,8 +259,10 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
     )
 
     if algorithm not in ALGORITHMS:
-        raise ParameterError(f"algorithm must be 'spans' or 'wavecluster', got {algorithm!r}")
-    allowed = _SPANS_PARAMS if algorithm == "spans" else _WAVE_PARAMS
+        raise ParameterError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+    if epsilon is None and algorithm != "eppkm":
+        raise ParameterError(f"algorithm {algorithm!r} needs epsilon, the privacy budget (--epsilon)")
+    allowed = _PARAMS[algorithm]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ParameterError(f"unknown parameter(s) for algorithm {algorithm!r}: {', '.join(unknown)}; "
@@ -227,6 +276,29 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
                              params.get("eta", 1.0), params.get("histogram", "auto"),
                              params.get("gamma", "laplace"), params.get("sensitivity", 1),
                              params.get("extent", "grown"))
+    elif algorithm in ("kmeans", "eppkm", "diffhwt"):
+        if params.get("k") is None:
+            raise ParameterError(f"algorithm {algorithm!r} needs k, the number of clusters (--k)")
+        check_int(params["k"], "k (number of clusters)")
+        if algorithm == "kmeans":
+            from .mechanisms.kmeans import kmeans_plan
+
+            check_epsilon(epsilon)
+            kmeans_plan(area.polygon.bounds, k=params["k"], epsilon=epsilon,
+                        **{n: params[n] for n in ("iterations", "layer_share", "count_share", "sensitivity")
+                           if n in params})
+        elif algorithm == "eppkm":
+            check_int(params.get("bags", 1), "bags (EPP-KM's number of bootstrap bags B)")
+        else:
+            from .mechanisms.diffhwt import SENSITIVITIES
+
+            check_epsilon(epsilon)
+            if params.get("level", 0) != 0:
+                raise ParameterError("DiffHWT on 2-D points has only level s = 0 (the paper decomposes at least "
+                                     f"once and n̄ = 2); got level={params['level']!r}")
+            if params.get("calibration", "attribute") not in SENSITIVITIES:
+                raise ParameterError("calibration must be 'attribute' (the paper's noise) or 'record', got "
+                                     f"{params['calibration']!r}")
     else:
         method = params.get("method", "privthr")
         if method == "exact" or method not in WAVECLUSTER_METHODS:
@@ -241,8 +313,8 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
     return area
 
 
-def compare(points, *, algorithm: str = "spans", epsilon: float, domain=None, domain_crs=None, crs=None,
-            input_crs=None, seed: int | None = None, png=None, progress=None,
+def compare(points, *, algorithm: str = "spans", epsilon: float | None = None, domain=None, domain_crs=None,
+            crs=None, input_crs=None, seed: int | None = None, png=None, progress=None,
             reference_max_points: int = DEFAULT_REFERENCE_MAX_POINTS, **params) -> CompareReport:
     """Run the private mechanism and its non-private counterpart on the same points and compare them.
 
@@ -253,11 +325,15 @@ def compare(points, *, algorithm: str = "spans", epsilon: float, domain=None, do
     ----------
     points : GeoDataFrame, GeoSeries, str, tuple or PointTable
         The private points, as for :func:`dpgeo.dbscan_spans`.
-    algorithm : {"spans", "wavecluster"}
-        DP-DBSCAN spans against scikit-learn's DBSCAN, or DP WaveCluster
-        against exact WaveCluster.
+    algorithm : {"spans", "wavecluster", "kmeans", "eppkm", "diffhwt"}
+        DP-DBSCAN spans against scikit-learn's DBSCAN, DP WaveCluster
+        against exact WaveCluster, or one of the k-means family against
+        scikit-learn's k-means: DP k-means, and the comparison systems
+        EPP-KM and DiffHWT, which are **not differentially private** (the
+        report says so).
     epsilon : float
-        Privacy budget ε of the private run.
+        Privacy budget ε of the private run (DiffHWT: the ε its paper
+        claims). Not used by EPP-KM, which adds no noise.
     domain, domain_crs, crs, input_crs
         The public study area, the working CRS and the CRS of an input that
         declares none, as for :func:`dpgeo.dbscan_spans`.
@@ -279,6 +355,11 @@ def compare(points, *, algorithm: str = "spans", epsilon: float, domain=None, do
         ``"privthr"``), exactly one of ``cell_m``/``grid_size``,
         ``percentile``, ``wavelet``, ``mode``, ``count_split``,
         ``count_cap``, ``n_public``, ``k_rule``, ``sensitivity``.
+        ``kmeans``: ``k`` (required), ``iterations``, ``layer_share``,
+        ``count_share``, ``sensitivity``. ``eppkm``: ``k``, ``bags`` (the
+        paper's B, default 1). ``diffhwt``: ``k``, ``level`` (the paper's
+        s; only 0 for points), ``calibration`` (``"attribute"``, the
+        paper's noise, or ``"record"``).
 
     Returns
     -------
@@ -295,12 +376,19 @@ def compare(points, *, algorithm: str = "spans", epsilon: float, domain=None, do
         number of points in its cells); ``wavecluster`` adds ``k``,
         ``k_prime``, ``kprime_error``, ``dsg_c``, ``ocm`` and ``two_ce``
         (decision trees on a fixed 90/10 split of at most 200,000 points).
+        ``kmeans`` adds the ``count_*`` measures per Voronoi cell;
+        ``kmeans`` and ``eppkm`` add ``centroid_shift_m`` (mean distance of
+        each private centroid to its matched reference centroid).
     """
     from .pipeline import dbscan_spans, load_points, prepare_points, wavecluster
 
     params = {k: v for k, v in params.items() if v is not None}
     area = _check_params(algorithm, epsilon, params, domain, domain_crs, crs)
     png_path = check_png_path(png) if png is not None else None
+    if algorithm in ("kmeans", "eppkm", "diffhwt"):
+        return _compare_kmeans_family(points, algorithm=algorithm, epsilon=epsilon, area=area, crs=crs,
+                                      input_crs=input_crs, seed=seed, png_path=png_path, progress=progress,
+                                      params=params)
     if algorithm == "spans":
         try:
             import sklearn  # noqa: F401
@@ -315,9 +403,9 @@ def compare(points, *, algorithm: str = "spans", epsilon: float, domain=None, do
         warnings.simplefilter("ignore", NotPrivateWarning)  # announced above, once
         _step(progress, 0.1, "private run")
         if algorithm == "spans":
-            priv = dbscan_spans(table, epsilon=epsilon, seed=seed, **common, **params)
+            priv = dbscan_spans(table, epsilon=epsilon, seed=seed, ledger=False, **common, **params)
         else:
-            priv = wavecluster(table, epsilon=epsilon, seed=seed, **common, **params)
+            priv = wavecluster(table, epsilon=epsilon, seed=seed, ledger=False, **common, **params)
         prep = prepare_points(table, **common)
     grid = priv.cells.grid
     inside = grid.assign(prep.x, prep.y, return_mask=True).mask
@@ -361,6 +449,113 @@ def compare(points, *, algorithm: str = "spans", epsilon: float, domain=None, do
         rep.png = png_path
     _step(progress, 1.0, "done")
     return rep
+
+
+def _compare_kmeans_family(points, *, algorithm, epsilon, area, crs, input_crs, seed, png_path, progress,
+                           params) -> CompareReport:
+    """DP k-means, EPP-KM or DiffHWT against scikit-learn's k-means on the points inside the study area."""
+    from .pipeline import load_points, prepare_points
+
+    try:
+        from sklearn.cluster import KMeans
+    except ImportError:
+        raise DpgeoError("comparing with k-means needs scikit-learn: pip install scikit-learn") from None
+    warnings.warn(NOT_PRIVATE_NOTICE, NotPrivateWarning, stacklevel=3)
+    _step(progress, 0.0, "reading points")
+    table = load_points(points, input_crs=input_crs)
+    prep = prepare_points(table, domain=area, crs=crs, input_crs=input_crs)
+    from .mechanisms.kmeans import _inside
+
+    ok = np.isfinite(prep.x) & np.isfinite(prep.y)
+    inside = np.zeros(prep.x.size, dtype=bool)
+    inside[ok] = _inside(area.polygon, prep.x[ok], prep.y[ok])
+    x, y = prep.x[inside], prep.y[inside]
+    k = int(params["k"])
+    if x.size < k:
+        raise ParameterError(f"only {x.size} point(s) lie inside the study area; k={k} needs at least k")
+    _step(progress, 0.1, f"{algorithm} run")
+    centroids = None
+    if algorithm == "kmeans":
+        from .mechanisms.kmeans import kmeans_layer
+        from .noise import NoiseSource
+
+        res = kmeans_layer(x, y, area=area, k=k, epsilon=epsilon, rng=NoiseSource(seed),
+                           **{n: params[n] for n in ("iterations", "layer_share", "count_share", "sensitivity")
+                              if n in params})
+        md = dict(res.metadata)
+        layer, lab_p, centroids = res.layer, res.label_points(x, y), res.centroids
+    elif algorithm == "eppkm":
+        from .mechanisms.eppkm import eppkm
+        from .mechanisms.kmeans import voronoi_cells
+
+        res = eppkm(x, y, K=k, B=int(params.get("bags", 1)), rng=seed)
+        md = dict(res.metadata, epsilon=None)
+        lab_p, centroids = res.labels, res.centroids
+        layer = _voronoi_frame(voronoi_cells(np.unique(centroids, axis=0), area.polygon), area.crs)
+    else:
+        from .mechanisms.diffhwt import diffhwt_points
+
+        rel = diffhwt_points(x, y, area=area, epsilon=epsilon, s=int(params.get("level", 0)),
+                             sensitivity=params.get("calibration", "attribute"), rng=seed)
+        md = dict(rel.metadata, k=k)
+        lab_p = np.zeros(x.size, dtype=np.int64)
+        lab_p[rel.rows] = rel.cluster(k, rng=seed)
+        layer = None
+    md.setdefault("working_crs", area.crs.to_string())
+    priv = Release(layer=layer, metadata=md, cells=None)
+    _step(progress, 0.5, "non-private reference")
+    ref = KMeans(n_clusters=k, n_init=10, random_state=0).fit(np.column_stack([x, y]))
+    lab_r = ref.labels_.astype(np.int64) + 1
+    reference = {"name": f"scikit-learn k-means, k={k}, n_init=10", "algorithm": "k-means", "k": k}
+    _step(progress, 0.7, "utility measures")
+    from . import evaluation as ev
+
+    m: dict[str, Any] = {
+        "n_points": int(x.size),
+        "n_clusters_reference": int(np.unique(lab_r).size),
+        "n_clusters_private": int(np.unique(lab_p[lab_p > 0]).size),
+        "clustered_share_reference": 1.0,
+        "clustered_share_private": float((lab_p > 0).mean()),
+        "recall": float((lab_p > 0).mean()),
+        "precision": 1.0,
+        "ari": ev.adjusted_rand_index(lab_r, lab_p),
+        "ami": ev.adjusted_mutual_info(lab_r, lab_p),
+        "f_measure": ev.f_measure(lab_r, lab_p),
+    }
+    if algorithm == "kmeans":
+        ids = layer["cluster_id"].to_numpy(np.int64)
+        if ids.size:
+            true = np.bincount(lab_p, minlength=int(ids.max()) + 1)[ids]
+            dp = layer["dp_count"].to_numpy(float)
+            lo, hi = layer["dp_count_low"].to_numpy(float), layer["dp_count_high"].to_numpy(float)
+            m["count_mae"] = float(np.mean(np.abs(dp - true)))
+            m["count_median_rel_error"] = float(np.median(np.abs(dp - true) / np.maximum(true, 1)))
+            m["count_interval_coverage"] = float(np.mean((lo <= true) & (true <= hi)))
+        else:  # pragma: no cover - the Voronoi cells cover the study area
+            m["count_mae"] = m["count_median_rel_error"] = m["count_interval_coverage"] = float("nan")
+    if centroids is not None:
+        from scipy.optimize import linear_sum_assignment
+
+        d = np.hypot(centroids[:, None, 0] - ref.cluster_centers_[None, :, 0],
+                     centroids[:, None, 1] - ref.cluster_centers_[None, :, 1])
+        r_, c_ = linear_sum_assignment(d)
+        m["centroid_shift_m"] = float(d[r_, c_].mean())
+    rep = CompareReport(algorithm=algorithm, measures=m, private=priv, reference=reference,
+                        reference_labels=lab_r, private_labels=lab_p)
+    if png_path is not None:
+        _step(progress, 0.85, "drawing the map")
+        _draw(png_path, rep, x, y, None, area)
+        rep.png = png_path
+    _step(progress, 1.0, "done")
+    return rep
+
+
+def _voronoi_frame(cells, crs):
+    import geopandas as gpd
+
+    keep = ~shapely.is_empty(cells)
+    return gpd.GeoDataFrame({"cluster_id": np.arange(1, cells.size + 1)[keep]},
+                            geometry=gpd.GeoSeries(cells[keep], crs=crs), crs=crs)
 
 
 def _step(cb, frac, msg):
@@ -484,10 +679,19 @@ def _draw(path, rep, x, y, ref_layer, area):
         _draw_layer(ax, ref_layer.layer, {int(k): colour(v) for k, v in col_r.items()})
     ax.set_title(f"non-private reference: {rep.reference['name']}\n{rep.measures['n_clusters_reference']} clusters",
                  fontsize=9)
-    _draw_layer(axes[1], rep.private.layer, {int(k): colour(v) for k, v in col_p.items()})
+    if rep.private.layer is None:  # a per-record release: colour the points by their cluster
+        keep = sel[lab_p[sel] > 0]
+        axes[1].scatter(x[keep], y[keep], s=1.2, lw=0, rasterized=True,
+                        color=[colour(col_p[int(c)]) for c in lab_p[keep]])
+    else:
+        _draw_layer(axes[1], rep.private.layer, {int(k): colour(v) for k, v in col_p.items()})
     md = rep.private.metadata
-    axes[1].set_title(f"private ({md.get('mechanism')}), ε = {md['epsilon']:g}\n"
-                      f"{rep.measures['n_clusters_private']} clusters", fontsize=9)
+    eps = f", ε = {md['epsilon']:g}" if md.get("epsilon") is not None else ""
+    if rep.algorithm in NOT_DP_ALGORITHMS:
+        title = f"{md.get('mechanism')}\nNOT DIFFERENTIALLY PRIVATE{eps}"
+    else:
+        title = f"private ({md.get('mechanism')}){eps}"
+    axes[1].set_title(f"{title}\n{rep.measures['n_clusters_private']} clusters", fontsize=9)
     m = rep.measures
     top = 1.0 - 1.0 / fig.get_figheight()
     fig.text(0.5, 0.985, "NOT PRIVATE — computed from the exact data — for the data owner only, do not publish",
@@ -519,8 +723,6 @@ def _draw_layer(ax, layer, colours):
 
 def _save_atomic(fig, path):
     """Write the PNG under a temporary name (usual permissions) and rename it into place."""
-    from .io import _atomic
+    from .io.files import atomic_write
 
-    folder = os.path.dirname(os.path.abspath(path))
-    _atomic(path, folder, ".png",
-            lambda tmp: fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight", pad_inches=0.15))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight", pad_inches=0.15))

@@ -6,8 +6,8 @@ is "add or remove one record" with a record holding at most
 (trips of one driver, visits of one patient), the guarantee that matters is
 per **person**. Given a column that identifies the person of each point,
 :func:`cap_per_person` keeps at most ``K`` of each person's points, chosen
-uniformly at random with the mechanism's generator, and the histogram is
-then released with L1 sensitivity ``K``.
+uniformly at random with the mechanism's noise source, and the histogram
+is then released with L1 sensitivity ``K``.
 
 Why this is enough: give every point an independent random key and keep, for
 each person, the ``K`` points with the smallest keys. Adding one person
@@ -16,6 +16,13 @@ distribution, and adds at most ``K`` kept points. Coupling the keys of the
 shared points, the capped data sets differ by at most ``K`` points, so a
 histogram with sensitivity ``K`` is ε-DP with respect to adding or removing
 one person (see ``docs/privacy.md``).
+
+The keys are uniform 64-bit words from the mechanism's
+:class:`~dpgeo.noise.NoiseSource` (a cryptographically secure stream). Two
+keys of one person are equal with probability ``2**-64`` per pair; ties are
+broken by the points' order in the input. That keeps the selection a
+function of the person's own points and keys (all the proof needs); it only
+means the choice is uniform up to that ``2**-64``-per-pair event.
 """
 
 from __future__ import annotations
@@ -23,11 +30,13 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ParameterError
+from .counting.reservoir import keep_smallest_keys
+from .randomness import as_source
 
 __all__ = ["cap_per_person"]
 
 
-def cap_per_person(person, max_points: int, rng: np.random.Generator) -> np.ndarray:
+def cap_per_person(person, max_points: int, rng) -> np.ndarray:
     """Boolean mask keeping at most ``max_points`` points of each person, uniformly at random.
 
     Parameters
@@ -36,8 +45,9 @@ def cap_per_person(person, max_points: int, rng: np.random.Generator) -> np.ndar
         Identifier of the person of each point (any hashable values; no missing values).
     max_points : int
         ``K >= 1``: the most points any one person may contribute.
-    rng : numpy.random.Generator
-        The mechanism's generator (CSPRNG-seeded unless a test seed is used).
+    rng : dpgeo.noise.NoiseSource
+        The mechanism's noise source (a numpy Generator is accepted for
+        experiments; the output is then not private).
 
     Returns
     -------
@@ -47,7 +57,8 @@ def cap_per_person(person, max_points: int, rng: np.random.Generator) -> np.ndar
     Examples
     --------
     >>> import numpy as np
-    >>> keep = cap_per_person(["a", "a", "a", "b"], 2, np.random.default_rng(0))
+    >>> from dpgeo.noise import NoiseSource
+    >>> keep = cap_per_person(["a", "a", "a", "b"], 2, NoiseSource(seed=0))
     >>> int(keep[:3].sum()), bool(keep[3])
     (2, True)
     """
@@ -61,12 +72,5 @@ def cap_per_person(person, max_points: int, rng: np.random.Generator) -> np.ndar
     n = codes.size
     if n == 0:
         return np.zeros(0, dtype=bool)
-    keys = rng.random(n)
-    order = np.lexsort((keys, codes))
-    sorted_codes = codes[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_codes)) + 1]
-    sizes = np.diff(np.r_[starts, n])
-    rank = np.arange(n) - np.repeat(starts, sizes)
-    keep = np.empty(n, dtype=bool)
-    keep[order] = rank < max_points
-    return keep
+    keys = as_source(rng).words(n)  # uniform 64-bit keys; ties (2**-64 per pair) keep input order
+    return keep_smallest_keys(codes, keys, max_points)

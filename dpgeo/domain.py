@@ -178,16 +178,40 @@ class StudyArea:
         return abs(box_area - self.polygon.area) <= 1e-9 * box_area
 
     def to_metadata(self) -> dict:
-        """JSON-serialisable description of the public study area."""
-        return {
+        """JSON-serialisable description of the public study area.
+
+        ``wkt`` is the exact outline when it has at most 2,000 vertices; a
+        larger one is stored as ``wkt_simplified`` (at most 2,000 vertices,
+        simplified by ``simplify_tolerance`` in the study area's CRS units),
+        so a map of the release can still draw it.
+        """
+        n = shapely.get_num_coordinates(self.geometry)
+        md = {
             "description": self.description,
             "crs": _crs_label(self.source_crs),
             "bounds": list(self.bbox),
-            "wkt": shapely.to_wkt(self.geometry, rounding_precision=7, trim=True)
-            if shapely.get_num_coordinates(self.geometry) <= 2000
-            else None,
+            "wkt": shapely.to_wkt(self.geometry, rounding_precision=7, trim=True) if n <= _MAX_WKT_VERTICES else None,
             "from_private_data": self.from_data,
         }
+        if n > _MAX_WKT_VERTICES:
+            md["wkt_simplified"], md["simplify_tolerance"] = _simplified_wkt(self.geometry)
+        return md
+
+
+#: Largest study-area outline (vertices) stored exactly in the metadata.
+_MAX_WKT_VERTICES = 2000
+
+
+def _simplified_wkt(geom):
+    """``(wkt, tolerance)``: ``geom`` simplified until it has at most ``_MAX_WKT_VERTICES`` vertices."""
+    b = geom.bounds
+    tol = max(b[2] - b[0], b[3] - b[1]) / 4000
+    for _ in range(40):
+        g = shapely.simplify(geom, tol, preserve_topology=True)
+        if shapely.get_num_coordinates(g) <= _MAX_WKT_VERTICES:
+            break
+        tol *= 1.6
+    return shapely.to_wkt(g, rounding_precision=7, trim=True), float(f"{tol:.3g}")
 
 
 def as_study_area(domain, *, domain_crs=None, working_crs=None) -> StudyArea:

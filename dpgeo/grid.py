@@ -233,6 +233,21 @@ class Grid:
         k = np.searchsorted(self._run_cum, rank, side="right") - 1
         return self._run_start[k] + (rank - self._run_cum[k])
 
+    def universe_rank(self, cell_id: np.ndarray, *, is_sorted: bool = False) -> np.ndarray:
+        """The rank (0-based, sorted order) of universe cells; inverse of :meth:`universe_id_at`.
+
+        ``is_sorted=True`` promises increasing ids and finds their runs in
+        linear time (one binary search per run instead of one per id).
+        """
+        cell_id = np.asarray(cell_id, dtype=np.int64)
+        if is_sorted and cell_id.size > 4 * self._run_start.size:
+            # run of id i = (number of run starts <= id i) - 1, counted by a cumulative sum
+            first = np.searchsorted(cell_id, self._run_start, side="left")
+            k = np.cumsum(np.bincount(first, minlength=cell_id.size + 1)[:cell_id.size]) - 1
+        else:
+            k = np.searchsorted(self._run_start, cell_id, side="right") - 1
+        return self._run_cum[k] + (cell_id - self._run_start[k])
+
     # -- points --------------------------------------------------------------
     def cell_index(self, x: np.ndarray, y: np.ndarray):
         """Flat cell id of each point and whether it falls on the grid at all.

@@ -6,12 +6,14 @@ One interface, two implementations:
   Laplace noise; memory and time are proportional to the number of cells.
 * **sparse** (Qiu & Yi, Algorithm 2, with discrete noise) — only non-empty
   cells are noised; a noisy count below the integer threshold ``θ`` is
-  released as 0; then ``m ~ Binomial(M, p)`` of the ``M`` empty cells, with
-  ``p = Pr[Z >= θ]``, are drawn without replacement and given values from
-  the noise tail ``Z | Z >= θ``. Its output has exactly the law of "dense
-  histogram, then every count below θ set to 0", so it is ε-DP by
-  post-processing; time and memory are proportional to the number of
-  non-empty cells plus ``m``.
+  released as 0; then each of the ``M`` empty cells is released,
+  independently with probability ``p = Pr[Z >= θ]``, with a value from the
+  noise tail ``Z | Z >= θ``. The released empty cells are found by exact
+  geometric skips over the empty cells' ranks, never by visiting them. Its
+  output has exactly the law of "dense histogram, then every count below θ
+  set to 0", so it is ε-DP by post-processing; time and memory are
+  proportional to the number of non-empty cells plus the number of
+  released empty cells.
 
 The choice between them, and ``θ``, depend only on public quantities — the
 number of cells in the universe and a memory bound — never on the data.
@@ -20,7 +22,8 @@ Neighbouring relation: two point sets are neighbours when one is the other
 plus or minus one *record*; a record contributes at most ``sensitivity``
 points (default 1). The count vector then has L1 sensitivity
 ``sensitivity``, and the noise is discrete Laplace with
-``q = exp(-ε / sensitivity)``.
+``q = exp(-ε / sensitivity)``, drawn exactly (:mod:`dpgeo.noise`) from the
+given :class:`~dpgeo.noise.NoiseSource`.
 """
 
 from __future__ import annotations
@@ -31,11 +34,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ParameterError
+from .counting.cells import exact_counts
 from .grid import Grid
 from .noise import (
+    LAPLACE_SAMPLER,
+    as_source,
     discrete_laplace_q,
     sample_discrete_laplace,
     sample_discrete_laplace_tail,
+    sample_tail_positions,
 )
 
 __all__ = [
@@ -54,8 +61,6 @@ __all__ = [
 DEFAULT_MAX_DENSE_CELLS = 1 << 22
 #: Expected number of empty cells the sparse histogram may release.
 DEFAULT_MAX_FALSE_CELLS = 1 << 18
-#: Largest bounding grid counted with ``numpy.bincount`` (8 bytes per cell).
-_BINCOUNT_MAX_CELLS = 1 << 27
 
 
 @dataclass
@@ -75,6 +80,8 @@ class NoisyHistogram:
         Budget, L1 sensitivity and noise decay ``exp(-ε/Δ)``.
     theta : int or None
         Sparse threshold: noisy counts below it were released as 0.
+    sampler : str
+        How the noise was drawn and where its randomness came from.
     """
 
     grid: Grid
@@ -86,6 +93,7 @@ class NoisyHistogram:
     q: float
     theta: int | None = None
     n_false_cells: int | None = field(default=None, repr=False)
+    sampler: str | None = None
 
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Released counts of arbitrary flat ids (0 for cells not stored)."""
@@ -108,39 +116,32 @@ class NoisyHistogram:
         return {
             "histogram": self.kind,
             "noise": "discrete Laplace (two-sided geometric)",
+            "sampler": self.sampler,
             "noise_q": self.q,
             "sensitivity": self.sensitivity,
             "theta": self.theta,
         }
 
 
-def exact_counts(grid: Grid, cell_id: np.ndarray):
-    """Exact counts of the non-empty cells — **private**, input to a mechanism only.
-
-    Returns
-    -------
-    ids, counts : numpy.ndarray
-        Sorted unique flat ids and their int64 counts.
-    """
-    cell_id = np.asarray(cell_id, dtype=np.int64)
-    total = grid.nx * grid.ny
-    if total <= _BINCOUNT_MAX_CELLS:
-        c = np.bincount(cell_id, minlength=total)
-        ids = np.flatnonzero(c)
-        return ids.astype(np.int64), c[ids].astype(np.int64)
-    ids, counts = np.unique(cell_id, return_counts=True)
-    return ids.astype(np.int64), counts.astype(np.int64)
-
-
 def dense_histogram(grid, ids, counts, *, epsilon, sensitivity=1.0, rng) -> NoisyHistogram:
-    """Noise every universe cell with discrete Laplace noise of decay ``exp(-ε/Δ)``."""
+    """Noise every universe cell with discrete Laplace noise of decay ``exp(-ε/Δ)``.
+
+    ``rng`` is a :class:`~dpgeo.noise.NoiseSource` (a numpy Generator is
+    accepted for experiments; its output is not private).
+    """
+    src = as_source(rng)
     q = discrete_laplace_q(epsilon, sensitivity)
     uni = grid.universe_ids()
-    vals = sample_discrete_laplace(rng, q, uni.size)
+    vals = sample_discrete_laplace(src, uni.size, epsilon=epsilon, sensitivity=sensitivity)
     if ids.size:
         pos = np.searchsorted(uni, ids)
         vals[pos] += counts
-    return NoisyHistogram(grid, "dense", uni, vals, float(epsilon), float(sensitivity), q, None)
+    return NoisyHistogram(grid, "dense", uni, vals, float(epsilon), float(sensitivity), q, None,
+                          sampler=_describe(src))
+
+
+def _describe(src) -> str:
+    return f"{LAPLACE_SAMPLER}; {src.description}"
 
 
 def sparse_threshold(n_cells: int, q: float, max_false_cells: int = DEFAULT_MAX_FALSE_CELLS) -> int:
@@ -155,7 +156,7 @@ def sparse_threshold(n_cells: int, q: float, max_false_cells: int = DEFAULT_MAX_
 
 
 def sparse_histogram(grid, ids, counts, *, epsilon, sensitivity=1.0, theta, rng) -> NoisyHistogram:
-    """Qiu & Yi's linear-time histogram with discrete Laplace noise.
+    """Qiu & Yi's linear-time histogram with exact discrete Laplace noise.
 
     Parameters
     ----------
@@ -167,61 +168,57 @@ def sparse_histogram(grid, ids, counts, *, epsilon, sensitivity=1.0, theta, rng)
     theta : int
         Release threshold (>= 1), chosen from public quantities
         (:func:`sparse_threshold`).
-    rng : numpy.random.Generator
+    rng : dpgeo.noise.NoiseSource
+        (a numpy Generator is accepted for experiments: not private)
+
+    Notes
+    -----
+    Empty cell ``j`` would, in the dense histogram, be released as non-zero
+    exactly when its noise ``Z_j >= θ``: an event of probability
+    ``p = q**θ / (1+q)``, independent across cells. The released empty cells
+    are therefore the successes of ``M`` Bernoulli(p) trials over the empty
+    cells in rank order (:func:`dpgeo.noise.sample_tail_positions`, exact
+    geometric gaps), and each gets an independent value from ``Z | Z >= θ``.
+    An empty cell's rank is mapped to its cell id through the non-empty
+    cells' universe ranks, without listing the universe.
     """
     theta = int(theta)
     if theta < 1:
         raise ParameterError(f"theta must be an integer >= 1, got {theta}")
+    src = as_source(rng)
     q = discrete_laplace_q(epsilon, sensitivity)
     # 1. non-empty cells: noise, keep if >= theta
-    noisy = counts + sample_discrete_laplace(rng, q, counts.size)
+    noisy = counts + sample_discrete_laplace(src, counts.size, epsilon=epsilon, sensitivity=sensitivity)
     keep = noisy >= theta
     kept_ids, kept_vals = ids[keep], noisy[keep]
-    # 2. empty cells: how many exceed theta, which ones, and their values
+    # 2. empty cells: which ones reach theta (in rank order among the empty cells), and their values
     n_empty = grid.n_cells - ids.size
-    p = q**theta / (1.0 + q)
-    m = int(rng.binomial(n_empty, p)) if n_empty > 0 else 0
-    false_ids = _sample_empty_cells(grid, ids, m, rng)
-    false_vals = sample_discrete_laplace_tail(rng, q, theta, m)
+    empty_rank = sample_tail_positions(src, n_empty, epsilon=epsilon, sensitivity=sensitivity, theta=theta)
+    false_ids = _empty_cell_ids(grid, ids, empty_rank)  # sorted
+    false_vals = sample_discrete_laplace_tail(src, false_ids.size, epsilon=epsilon, sensitivity=sensitivity,
+                                              theta=theta)
     # merge the (small) set of false cells into the sorted kept cells
-    order = np.argsort(false_ids)
-    false_ids, false_vals = false_ids[order], false_vals[order]
     at = np.searchsorted(kept_ids, false_ids)
     all_ids = np.insert(kept_ids, at, false_ids)
     all_vals = np.insert(kept_vals, at, false_vals)
-    return NoisyHistogram(grid, "sparse", all_ids, all_vals, float(epsilon), float(sensitivity), q, theta, m)
+    return NoisyHistogram(grid, "sparse", all_ids, all_vals, float(epsilon), float(sensitivity), q, theta,
+                          int(false_ids.size), sampler=_describe(src))
 
 
-def _sample_empty_cells(grid: Grid, nonempty: np.ndarray, m: int, rng) -> np.ndarray:
-    """``m`` distinct universe cells not in ``nonempty``, uniformly without replacement.
+def _empty_cell_ids(grid: Grid, nonempty: np.ndarray, empty_rank: np.ndarray) -> np.ndarray:
+    """Flat ids of the empty universe cells with the given ranks (0-based, among empty cells only).
 
-    Candidates are drawn uniformly from the universe in sequence; cells that
-    are non-empty or already drawn are rejected, and the first ``m``
-    survivors in draw order are kept — a uniform random ``m``-subset of the
-    empty cells.
+    With ``a_i`` the sorted universe ranks of the non-empty cells, the number
+    of empty cells before ``a_i`` is ``a_i - i`` (non-decreasing); the empty
+    cell of rank ``e`` has universe rank ``e + #{i : a_i - i <= e}``.
     """
-    if m == 0:
+    if empty_rank.size == 0:
         return np.zeros(0, dtype=np.int64)
-    n_empty = grid.n_cells - nonempty.size
-    if m > n_empty:  # pragma: no cover - binomial(M, p) <= M
-        raise AssertionError("more false cells than empty cells")
-    chosen = np.zeros(0, dtype=np.int64)
-    while chosen.size < m:
-        need = m - chosen.size
-        frac_empty = max(n_empty / grid.n_cells, 1e-6)
-        k = int(need / frac_empty * 1.2) + 16
-        cand = grid.universe_id_at(rng.integers(0, grid.n_cells, size=k))
-        if nonempty.size:
-            # look the candidates up in sorted order (cache-friendly), keep draw order
-            order = np.argsort(cand, kind="stable")
-            pos = np.minimum(np.searchsorted(nonempty, cand[order]), nonempty.size - 1)
-            hit = np.empty(cand.size, dtype=bool)
-            hit[order] = nonempty[pos] == cand[order]
-            cand = cand[~hit]
-        seq = np.concatenate([chosen, cand])
-        _, first = np.unique(seq, return_index=True)
-        chosen = seq[np.sort(first)]
-    return chosen[:m]
+    if nonempty.size == 0:
+        return grid.universe_id_at(empty_rank)
+    before = grid.universe_rank(nonempty, is_sorted=True) - np.arange(nonempty.size, dtype=np.int64)
+    urank = empty_rank + np.searchsorted(before, empty_rank, side="right")
+    return grid.universe_id_at(urank)
 
 
 def choose_histogram(grid: Grid, method: str = "auto", *, max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS) -> str:
@@ -253,7 +250,9 @@ def noisy_histogram(
         Flat cell id of every point inside the study area (private).
     epsilon : float
         Privacy budget spent on the histogram.
-    rng : numpy.random.Generator
+    rng : dpgeo.noise.NoiseSource
+        Where the noise's randomness comes from (a numpy Generator is
+        accepted for experiments; its output is not private).
     sensitivity : float
         Points per record (L1 sensitivity of the counts), default 1.
     method : {"auto", "dense", "sparse"}
@@ -268,9 +267,9 @@ def noisy_histogram(
     >>> import numpy as np
     >>> from dpgeo.domain import StudyArea
     >>> from dpgeo.grid import Grid
-    >>> from dpgeo.noise import make_generator
+    >>> from dpgeo.noise import NoiseSource
     >>> g = Grid(StudyArea.from_bbox((0, 0, 1000, 1000), "EPSG:32615"), 100.0)
-    >>> h = noisy_histogram(g, np.array([0, 0, 5]), epsilon=1.0, rng=make_generator(1).generator)
+    >>> h = noisy_histogram(g, np.array([0, 0, 5]), epsilon=1.0, rng=NoiseSource(seed=1))
     >>> h.kind, h.count.size
     ('dense', 100)
     """

@@ -1,4 +1,4 @@
-"""Random generators and integer noise (the discrete Laplace distribution).
+"""Exact integer noise: the discrete Laplace distribution and the exponential mechanism.
 
 dpgeo adds *integer* noise to integer counts: the two-sided geometric, or
 discrete Laplace, distribution with
@@ -8,38 +8,58 @@ discrete Laplace, distribution with
 for a statistic of L1 sensitivity :math:`\\Delta` released with budget
 :math:`\\varepsilon` (Ghosh, Roughgarden & Sundararajan 2009). Adding ``Z`` to
 every count of a histogram of sensitivity ``Δ`` is ε-differentially private.
-Integer noise avoids the floating-point attacks on textbook Laplace samplers
-(Mironov 2012): every output is an integer whose probability is fixed by the
-formula above.
 
-Samples are drawn as the difference of two independent geometric variables,
-which has exactly this distribution. Tail probabilities of sums of such noise
-(needed for the bound Γ and for confidence intervals) are computed exactly
-from the fact that a sum of ``k`` geometric variables is negative binomial.
+**Exact sampling.** ``ε`` is taken as the exact binary value of the float
+given and ``Δ`` as an exact integer (or binary float), so ``r = ε/Δ`` is a
+rational number. A draw is ``Z = ±|Z|`` with the sign from one random bit
+and ``|Z|`` from the remaining 63 bits of the same 64-bit word, compared
+with the exact integer thresholds ``floor(Pr[|Z| >= k] · 2**63)`` computed
+once per ``r`` with rigorous interval arithmetic; a word equal to a
+threshold (probability ``2**-63``) is resolved with further words against
+the exact binary expansion, and values beyond the table use the
+memorylessness of the geometric tail. No floating-point number decides
+any output: floats only guess the table position, and every guess is
+checked against the integers (:mod:`dpgeo._exact` has the details and the
+argument; ``docs/privacy.md`` the proof). The samples therefore have
+*exactly* the law above, with no cut-off support: the guarantee is pure
+ε-DP, ``δ = 0``.
 
-The generator is a NumPy ``PCG64DXSM`` bit generator seeded with 128 bits
-from the operating system's CSPRNG (:mod:`secrets`). A user-supplied seed is
-for tests only; results made with one are marked not private.
+**Randomness** comes from a :class:`NoiseSource`: a ChaCha20 keystream keyed
+from :func:`os.urandom` unless a test seed or a caller's numpy Generator is
+given (outputs then are not private).
+
+Tail probabilities of sums of such noise (needed for the bound Γ and for
+confidence intervals) are computed from the fact that a sum of ``k``
+geometric variables is negative binomial; they affect utility only.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import secrets
-from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from scipy import stats
 
+from . import _exact
 from .errors import ParameterError
+from .randomness import NoiseSource, as_source
 
 __all__ = [
     "NoiseSource",
-    "make_generator",
+    "as_source",
+    "noise_rate",
+    "split_epsilon",
     "discrete_laplace_q",
     "sample_discrete_laplace",
     "sample_discrete_laplace_tail",
+    "sample_tail_positions",
+    "sample_exponential_mechanism",
+    "bernoulli_exp",
+    "sampler_description",
+    "LAPLACE_SAMPLER",
+    "EM_SAMPLER",
     "discrete_laplace_pmf",
     "discrete_laplace_sf",
     "discrete_laplace_variance",
@@ -50,94 +70,253 @@ __all__ = [
     "sum_interval_halfwidth",
 ]
 
+#: What the discrete Laplace noise is drawn with (for metadata).
+LAPLACE_SAMPLER = "discrete Laplace, exact integer inverse-CDF sampler"
+#: What the exponential mechanism is drawn with (for metadata).
+EM_SAMPLER = "exponential mechanism, exact rejection sampler with Bernoulli(exp(-γ)) (Canonne, Kamath & Steinke 2020)"
 
-@dataclass
-class NoiseSource:
-    """A random generator plus the fact of whether it was seeded by the user.
-
-    Parameters
-    ----------
-    generator : numpy.random.Generator
-    seeded : bool
-        ``True`` when the seed came from the caller (reproducible, therefore
-        **not** private).
-    """
-
-    generator: np.random.Generator
-    seeded: bool
+#: Allowed range of ε/Δ: the exact tables need ``2**-40 <= ε/Δ <= 2**40``.
+_RATE_MIN = Fraction(1, 1 << 40)
+_RATE_MAX = Fraction(1 << 40)
 
 
-def make_generator(seed: int | None = None) -> NoiseSource:
-    """Return the generator every mechanism draws its noise from.
-
-    Parameters
-    ----------
-    seed : int or None
-        ``None`` (the default, the only private choice) seeds the generator
-        with 128 bits from :func:`secrets.randbits`, i.e. the operating
-        system's CSPRNG. An integer makes the run reproducible, for tests;
-        the result's metadata then says it is not differentially private.
+def noise_rate(epsilon, sensitivity=1) -> Fraction:
+    """``ε/Δ`` as an exact rational (the binary values of the floats given).
 
     Examples
     --------
-    >>> src = make_generator()
-    >>> src.seeded
-    False
-    >>> make_generator(7).seeded
+    >>> noise_rate(0.5, 3)
+    Fraction(1, 6)
+    """
+    try:
+        return _noise_rate(epsilon, sensitivity)
+    except TypeError:  # unhashable argument: let the checks explain
+        return _noise_rate.__wrapped__(epsilon, sensitivity)
+
+
+@functools.lru_cache(maxsize=256)
+def _noise_rate(epsilon, sensitivity) -> Fraction:
+    _check_eps(epsilon)
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, float, np.integer, np.floating)) \
+            or not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ParameterError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
+    r = Fraction(float(epsilon)) / Fraction(sensitivity if isinstance(sensitivity, (int, np.integer))
+                                            else float(sensitivity))
+    if not _RATE_MIN <= r <= _RATE_MAX:
+        raise ParameterError(f"epsilon / sensitivity must be between 2**-40 and 2**40 for the exact noise "
+                             f"sampler, got {float(r):g}; choose a budget in that range")
+    return r
+
+
+def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
+    """Split a budget into ``(a, b)`` with ``a ≈ share·ε`` and ``a + b <= ε`` exactly (as real numbers).
+
+    Floating-point products such as ``0.9 * eps`` and ``0.1 * eps`` can add
+    up to one unit in the last place *more* than ``eps``; with the exact
+    samplers that would be the budget actually spent. Here ``b`` is rounded
+    down where needed, so sequential composition spends at most ``ε``.
+
+    Examples
+    --------
+    >>> a, b = split_epsilon(1.0, 0.9)
+    >>> from fractions import Fraction
+    >>> Fraction(a) + Fraction(b) <= 1
     True
     """
-    if seed is None:
-        entropy = secrets.randbits(128)
-        seeded = False
-    else:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ParameterError(f"seed must be a non-negative integer or None, got {seed!r}")
-        entropy = int(seed)
-        seeded = True
-    bitgen = np.random.PCG64DXSM(np.random.SeedSequence(entropy))
-    return NoiseSource(np.random.Generator(bitgen), seeded)
+    return _split_epsilon(float(epsilon), float(share))
+
+
+@functools.lru_cache(maxsize=256)
+def _split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
+    _check_eps(epsilon)
+    a = float(share) * float(epsilon)
+    b = float(epsilon) - a
+    while Fraction(a) + Fraction(b) > Fraction(float(epsilon)):
+        b = math.nextafter(b, 0.0)
+    if not (a > 0 and b > 0):
+        raise ParameterError(f"cannot split epsilon={epsilon!r} with share {share!r}")
+    return a, b
 
 
 def discrete_laplace_q(epsilon: float, sensitivity: float = 1.0) -> float:
-    """Return ``q = exp(-epsilon / sensitivity)``, the decay of the noise."""
+    """Return ``q = exp(-epsilon / sensitivity)``, the decay of the noise (a float, for reports)."""
     _check_eps(epsilon)
     if not sensitivity > 0:
         raise ParameterError(f"sensitivity must be > 0, got {sensitivity!r}")
     return math.exp(-epsilon / sensitivity)
 
 
-def sample_discrete_laplace(rng: np.random.Generator, q: float, size) -> np.ndarray:
-    """Draw integer noise with ``Pr[Z=z] ∝ q**|z|`` as ``int64``.
+def _shape(size):
+    shape = tuple(int(s) for s in size) if isinstance(size, (tuple, list)) else (int(size),)
+    if any(s < 0 for s in shape):
+        raise ParameterError(f"size must be non-negative, got {size!r}")
+    return shape, math.prod(shape)
 
-    ``Z = G1 - G2`` with ``G1, G2`` i.i.d. geometric on {0, 1, ...} with
-    success probability ``1 - q``; the difference has exactly the discrete
-    Laplace law.
+
+def sample_discrete_laplace(source, size, *, epsilon, sensitivity=1) -> np.ndarray:
+    """Draw exact discrete Laplace noise ``Pr[Z=z] ∝ exp(-ε|z|/Δ)`` as ``int64``.
+
+    Parameters
+    ----------
+    source : NoiseSource (or numpy Generator: then not private)
+    size : int or tuple of int
+    epsilon, sensitivity : float
+        ``ε`` and the L1 sensitivity ``Δ``; their exact binary values are used.
 
     Examples
     --------
-    >>> rng = make_generator(0).generator
-    >>> z = sample_discrete_laplace(rng, 0.5, 4)
-    >>> z.dtype
-    dtype('int64')
+    >>> z = sample_discrete_laplace(NoiseSource(seed=0), 4, epsilon=1.0)
+    >>> z.dtype, z.shape
+    (dtype('int64'), (4,))
     """
-    _check_q(q)
-    p = 1.0 - q
-    g1 = rng.geometric(p, size=size)
-    g2 = rng.geometric(p, size=size)
-    g1 -= g2  # both are >= 1; the +1 offsets cancel
-    return g1.astype(np.int64, copy=False)
+    r = noise_rate(epsilon, sensitivity)
+    shape, n = _shape(size)
+    return _exact.laplace(r, n, as_source(source)).reshape(shape)
 
 
-def sample_discrete_laplace_tail(rng: np.random.Generator, q: float, theta: int, size) -> np.ndarray:
-    """Draw ``Z`` conditioned on ``Z >= theta`` (``theta >= 1``).
+def sample_discrete_laplace_tail(source, size, *, epsilon, sensitivity=1, theta: int) -> np.ndarray:
+    """Draw ``Z`` conditioned on ``Z >= theta`` (``theta >= 1``), exactly.
 
     For integers ``z >= theta >= 1``, ``Pr[Z=z | Z>=theta] = (1-q) q**(z-theta)``,
-    so ``Z - theta`` is geometric on {0, 1, ...}.
+    so ``Z - theta`` is geometric on {0, 1, ...} with ``Pr[G >= g] = q**g``.
+
+    Examples
+    --------
+    >>> int(sample_discrete_laplace_tail(NoiseSource(seed=1), 5, epsilon=1.0, theta=3).min()) >= 3
+    True
     """
-    _check_q(q)
-    if theta < 1:
-        raise ParameterError(f"theta must be >= 1 for a tail sample, got {theta}")
-    return (theta - 1 + rng.geometric(1.0 - q, size=size)).astype(np.int64, copy=False)
+    r = noise_rate(epsilon, sensitivity)
+    theta = _check_theta(theta)
+    shape, n = _shape(size)
+    g = _exact.geometric(_exact.decay(r), n, as_source(source), cap=_exact.VALUE_CAP - theta)
+    if n and int(g.max()) >= _exact.VALUE_CAP - theta:
+        raise OverflowError("a noise value reached 2**62 (probability below 1e-1000); draw again")
+    return (g + theta).reshape(shape)
+
+
+def sample_tail_positions(source, n_trials: int, *, epsilon, sensitivity=1, theta: int) -> np.ndarray:
+    """Sorted positions in ``[0, n_trials)`` of independent events of probability ``Pr[Z >= θ]``.
+
+    ``Pr[Z >= θ] = q**θ / (1 + q)`` for discrete Laplace ``Z``. The gaps between
+    events are geometric with ``Pr[gap >= g] = (1 - p)**g``, drawn exactly, so
+    the set of positions has exactly the law of ``n_trials`` independent
+    Bernoulli(p) trials; time and memory are proportional to the number of
+    events, not to ``n_trials``.
+
+    Examples
+    --------
+    >>> pos = sample_tail_positions(NoiseSource(seed=2), 10**12, epsilon=1.0, theta=30)
+    >>> pos.dtype.name, bool((pos < 10**12).all())
+    ('int64', True)
+    """
+    r = noise_rate(epsilon, sensitivity)
+    theta = _check_theta(theta)
+    n_trials = int(n_trials)
+    if n_trials <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if n_trials > 1 << 48:
+        raise ParameterError(f"at most 2**48 trials, got {n_trials}")
+    src = as_source(source)
+    decay = _exact.decay(r, theta)
+    p = math.exp(-float(r) * theta) / (1.0 + math.exp(-float(r)))
+    mean = n_trials * p
+    batch = int(min(max(mean + 6.0 * math.sqrt(mean) + 16.0, 16.0), 1 << 20))
+    out, last = [], -1
+    while True:
+        gaps = _exact.geometric(decay, batch, src, cap=n_trials)  # a gap >= n_trials ends the run
+        pos = last + np.cumsum(gaps + 1)
+        k = int(np.searchsorted(pos, n_trials))  # positions are increasing
+        out.append(pos[:k])
+        if k < batch:
+            return np.concatenate(out)
+        last = int(pos[-1])
+
+
+def sample_exponential_mechanism(source, utility, *, epsilon, sensitivity) -> int:
+    """Index ``i`` drawn with probability ``∝ exp(ε · u_i / (2Δ))``, exactly.
+
+    ``utility`` holds integers (``u_i``, higher is better) of sensitivity
+    ``Δ``; the draw is ε-DP (McSherry & Talwar 2007). Rejection sampling:
+    propose ``i`` uniformly, accept with probability
+    ``exp(-γ (max u - u_i))``, ``γ = ε/(2Δ)`` rational, by the exact
+    Bernoulli(exp(-γ)) of Canonne, Kamath & Steinke (2020). At most
+    ``len(utility)`` proposals are needed on average (the best candidate is
+    always accepted); the running time depends on the utilities.
+
+    Examples
+    --------
+    >>> sample_exponential_mechanism(NoiseSource(seed=3), [0, -50, -100], epsilon=10.0, sensitivity=1)
+    0
+    """
+    u = np.asarray(utility)
+    if u.ndim != 1 or u.size == 0:
+        raise ParameterError("utility must be a non-empty 1-D array of integers")
+    if u.dtype.kind not in "iu" and not (np.all(np.isfinite(u)) and np.all(u == np.round(u))):
+        raise ParameterError("utility must hold integers")
+    _check_eps(epsilon)
+    gamma = Fraction(float(epsilon)) / (2 * Fraction(sensitivity if isinstance(sensitivity, (int, np.integer))
+                                                      else float(sensitivity)))
+    if not gamma > 0:
+        raise ParameterError(f"sensitivity must be > 0, got {sensitivity!r}")
+    src = as_source(source)
+    top = int(u.max())
+    gaps = [top - int(v) for v in u.tolist()]
+    n = len(gaps)
+    a, b = gamma.numerator, gamma.denominator
+    while True:
+        i = src.below(n)
+        if gaps[i] == 0 or _bernoulli_exp_ratio(src, a * gaps[i], b):
+            return i
+
+
+def bernoulli_exp(source, gamma) -> bool:
+    """``True`` with probability ``exp(-gamma)`` for a rational ``gamma >= 0``, exactly.
+
+    Canonne, Kamath & Steinke (2020), Algorithm 1: for ``γ <= 1``, count the
+    successes ``K`` of Bernoulli(γ/1), Bernoulli(γ/2), ... up to the first
+    failure; ``Pr[K even] = Σ (-γ)^k / k! = exp(-γ)``. For ``γ > 1``, one
+    Bernoulli(exp(-1)) per unit of ``γ`` (stopping at the first failure),
+    then the fractional part. Only integer comparisons of uniform integers.
+
+    Examples
+    --------
+    >>> bernoulli_exp(NoiseSource(seed=0), 0)
+    True
+    """
+    gamma = Fraction(gamma)
+    if gamma < 0:
+        raise ParameterError(f"gamma must be >= 0, got {gamma}")
+    return _bernoulli_exp_ratio(as_source(source), gamma.numerator, gamma.denominator)
+
+
+def _bernoulli_exp_ratio(src, a: int, b: int) -> bool:
+    """Bernoulli(exp(-a/b)) for integers ``a >= 0``, ``b >= 1``."""
+    whole, a = divmod(a, b)
+    for _ in range(whole):  # stops at the first failure: about 1.6 rounds on average
+        if not _bernoulli_exp_unit(src, 1, 1):
+            return False
+    return _bernoulli_exp_unit(src, a, b)
+
+
+def _bernoulli_exp_unit(src, a: int, b: int) -> bool:
+    """Bernoulli(exp(-a/b)) for integers ``0 <= a <= b``."""
+    k = 0
+    while True:  # the (k+1)-th trial succeeds with probability γ/(k+1): "below(b (k+1)) < a"
+        if src.below(b * (k + 1)) >= a:
+            return k % 2 == 0
+        k += 1
+
+
+def sampler_description(source, *samplers: str) -> str:
+    """The ``sampler`` metadata entry: the exact samplers used and where the randomness came from.
+
+    Examples
+    --------
+    >>> sampler_description(NoiseSource())
+    'discrete Laplace, exact integer inverse-CDF sampler; ChaCha20 CSPRNG keyed from os.urandom'
+    """
+    parts = samplers or (LAPLACE_SAMPLER,)
+    return "; ".join([*parts, as_source(source).description])
 
 
 def discrete_laplace_pmf(z, q: float) -> np.ndarray:
@@ -299,6 +478,12 @@ def _smallest_t(tail_fn, target: float, k: int, q: float) -> int:
 def _check_eps(epsilon):
     if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
         raise ParameterError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+
+
+def _check_theta(theta) -> int:
+    if isinstance(theta, bool) or not isinstance(theta, (int, np.integer)) or theta < 1:
+        raise ParameterError(f"theta must be an integer >= 1, got {theta!r}")
+    return int(theta)
 
 
 def _check_q(q):

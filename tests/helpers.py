@@ -1,5 +1,6 @@
 """Paths and small loaders shared by the tests (import as ``from helpers import ...``)."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -28,3 +29,28 @@ def load_benchmark(name):
 def padded_bbox(x, y, pad):
     """A 'public' bbox for a benchmark: its nominal range plus a margin (not fitted per run)."""
     return (np.floor(x.min() - pad), np.floor(y.min() - pad), np.ceil(x.max() + pad), np.ceil(y.max() + pad))
+
+
+# -- a real browser (tests/test_webmap.py, benchmarks/bench_webmap.py) -------------------------
+
+#: Debian's Chromium (``apt-get install chromium``); playwright drives it, it never downloads one.
+CHROMIUM = Path(os.environ.get("DPGEO_CHROMIUM", "/usr/bin/chromium"))
+#: Headless Chromium as root, with nothing of its own on the network (no updates, sync or pings).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+
+
+def browser_missing():
+    """Why the browser tests cannot run here (a sentence), or None when they can."""
+    if not CHROMIUM.exists():
+        return f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; or set DPGEO_CHROMIUM)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (pip install dpgeo[test])"
+    return None
+
+
+def launch_chromium(playwright):
+    """Headless Debian Chromium through playwright's Python API."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)

@@ -156,8 +156,17 @@ def test_api_parameter_errors():
     kw = dict(epsilon=1.0, domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615")
     with pytest.raises(dpgeo.ParameterError, match="unknown parameter"):
         compare((x, y, "EPSG:32615"), algorithm="spans", radius_m=40, min_points=20, cell_m=10, **kw)
-    with pytest.raises(dpgeo.ParameterError, match="algorithm"):
+    with pytest.raises(dpgeo.ParameterError, match="algorithm must be one of"):
+        compare((x, y, "EPSG:32615"), algorithm="optics", **kw)
+    with pytest.raises(dpgeo.ParameterError, match="needs k"):
         compare((x, y, "EPSG:32615"), algorithm="kmeans", **kw)
+    with pytest.raises(dpgeo.ParameterError, match="needs epsilon"):
+        compare((x, y, "EPSG:32615"), algorithm="diffhwt", k=2, domain=(0, 0, 2000, 2000),
+                domain_crs="EPSG:32615")
+    with pytest.raises(dpgeo.ParameterError, match="level s = 0"):
+        compare((x, y, "EPSG:32615"), algorithm="diffhwt", k=2, level=1, **kw)
+    with pytest.raises(dpgeo.ParameterError, match="unknown parameter"):
+        compare((x, y, "EPSG:32615"), algorithm="eppkm", k=2, radius_m=3, **kw)
     with pytest.raises(dpgeo.ParameterError, match="method"):
         compare((x, y, "EPSG:32615"), algorithm="wavecluster", method="exact", cell_m=50, **kw)
     with pytest.raises(dpgeo.ParameterError, match="reference_max_points"):
@@ -165,3 +174,69 @@ def test_api_parameter_errors():
             warnings.simplefilter("ignore", dpgeo.NotPrivateWarning)
             compare((x, y, "EPSG:32615"), algorithm="spans", radius_m=40, min_points=20, seed=1,
                     reference_max_points=1000, **kw)
+
+
+# -- the k-means family: DP k-means, and EPP-KM / DiffHWT flagged as not differentially private --------
+
+
+@pytest.fixture(scope="module")
+def small_layer(tmp_path_factory):
+    """A real GeoPackage of 6,300 points (two blobs and background) in EPSG:32615, and its public bbox."""
+    import geopandas as gpd
+
+    x, y = blobs()
+    path = tmp_path_factory.mktemp("small") / "points.gpkg"
+    gpd.GeoDataFrame(geometry=gpd.points_from_xy(x, y), crs="EPSG:32615").to_file(path)
+    return path, "0,0,2000,2000"
+
+
+def test_cli_kmeans_end_to_end(tmp_path, small_layer):
+    path, bbox = small_layer
+    out = tmp_path / "k.png"
+    code, stdout, stderr = run_cli("compare", path, "-o", out, "--algorithm", "kmeans", "--epsilon", "1",
+                                   "--k", "2", "--domain", bbox, "--domain-crs", "EPSG:32615", "--crs",
+                                   "EPSG:32615", "--seed", "2", "-q")
+    assert code == 0, stderr
+    assert "private : DP k-means, epsilon=1" in stdout and "scikit-learn k-means, k=2" in stdout
+    assert "NOT DIFFERENTIALLY PRIVATE" not in stdout and stdout.count("NOT PRIVATE") >= 2
+    assert "cells whose 95% interval holds the true count" in stdout
+    png_size(out)
+
+
+def test_cli_eppkm_is_marked_not_differentially_private(tmp_path, small_layer):
+    path, bbox = small_layer
+    out = tmp_path / "e.png"
+    code, stdout, stderr = run_cli("compare", path, "-o", out, "--algorithm", "eppkm", "--k", "2", "--bags", "2",
+                                   "--domain", bbox, "--domain-crs", "EPSG:32615", "--crs", "EPSG:32615",
+                                   "--seed", "1", "--json", "-q")
+    assert code == 0, stderr
+    doc = json.loads(stdout)
+    assert doc["method_differentially_private"] is False
+    assert any("adds no noise" in r for r in doc["method_not_private_reasons"])
+    assert doc["measures"]["n_clusters_private"] == 2 and doc["measures"]["centroid_shift_m"] >= 0
+    assert "WARNING: NOT PRIVATE" in stderr
+    png_size(out)
+
+
+def test_api_kmeans_family_on_a_clear_case(tmp_path):
+    x, y = blobs()
+    kw = dict(domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpgeo.NotPrivateWarning)
+        km = compare((x, y, "EPSG:32615"), algorithm="kmeans", epsilon=1.0, k=2, png=tmp_path / "k.png", **kw)
+        ep = compare((x, y, "EPSG:32615"), algorithm="eppkm", k=2, bags=1, **kw)
+        dh = compare((x, y, "EPSG:32615"), algorithm="diffhwt", epsilon=1.0, k=2, png=tmp_path / "d.png", **kw)
+    assert km.measures["ari"] > 0.9 and km.measures["centroid_shift_m"] < 50
+    assert km.measures["count_median_rel_error"] < 0.05 and km.to_dict()["method_differentially_private"] is False
+    assert ep.measures["ari"] > 0.9 and ep.to_dict()["method_differentially_private"] is False
+    # the two blobs lie on the diagonal, which (x + y)/2 keeps: DiffHWT separates them despite λ = 0.5
+    assert dh.to_dict()["method_differentially_private"] is False
+    for rep in (ep, dh):
+        text = " ".join(rep.text().split())
+        assert text.count("NOT DIFFERENTIALLY PRIVATE") == 2 and "never publish" in text
+        assert rep.private.metadata["publishable"] is False
+    with pytest.raises(dpgeo.OutputError, match="NOT differentially private"):
+        ep.private.to_file(tmp_path / "eppkm.gpkg")
+    png_size(tmp_path / "k.png")
+    png_size(tmp_path / "d.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.png", "k.png"]

@@ -18,7 +18,7 @@ def test_cap_keeps_at_most_k_per_person_and_everything_below():
     sizes = rng.integers(1, 12, 500)
     person = np.repeat(np.arange(500), sizes).astype(str)
     rng.shuffle(person)
-    keep = cap_per_person(person, 4, dpgeo.noise.make_generator(1).generator)
+    keep = cap_per_person(person, 4, dpgeo.noise.NoiseSource(seed=1))
     kept = pd.Series(person[keep]).value_counts()
     total = pd.Series(person).value_counts()
     assert (kept <= 4).all()
@@ -32,7 +32,7 @@ def test_cap_chooses_uniformly():
     2000 independent draws, chi-square over the 5 points at significance 1e-6.
     """
     person = np.array(["p"] * 5 + ["q"] * 3)
-    gen = dpgeo.noise.make_generator(7).generator
+    gen = dpgeo.noise.NoiseSource(seed=7)
     hits = np.zeros(5)
     for _ in range(2000):
         keep = cap_per_person(person, 2, gen)

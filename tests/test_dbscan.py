@@ -9,11 +9,11 @@ from scipy import stats
 
 import dpgeo
 from helpers import BENCH_CRS, load_benchmark
-from dpgeo.dbscan import gamma_laplace, merge_cells, neighbourhood_sums, noise_bound
+from dpgeo.mechanisms.dbscan import gamma_laplace, merge_cells, neighbourhood_sums, noise_bound
 from dpgeo.domain import StudyArea
 from dpgeo.grid import Grid, neighbourhood_offsets
 from dpgeo.histogram import NoisyHistogram, dense_histogram, exact_counts, sparse_histogram
-from dpgeo.noise import make_generator
+from dpgeo.noise import NoiseSource
 
 warnings.simplefilter("ignore", dpgeo.NotPrivateWarning)  # seeded runs throughout
 
@@ -36,8 +36,8 @@ def test_gamma_holds_for_every_cell_at_once(kind):
     offs = neighbourhood_offsets(1.0)
     eps, beta = 1.0, 0.2
     q = math.exp(-eps)
-    rng = make_generator(11).generator
-    pts = rng.integers(0, g.n_cells, 3000)
+    rng = NoiseSource(seed=11)
+    pts = np.random.default_rng(11).integers(0, g.n_cells, 3000)
     ids, counts = exact_counts(g, pts)
     true = np.zeros(g.n_cells, dtype=np.int64)
     true[ids] = counts
@@ -62,7 +62,7 @@ def test_gamma_holds_for_every_cell_at_once(kind):
 def test_gamma_test_has_power():
     g = grid_of(20)
     offs = neighbourhood_offsets(1.0)
-    rng = make_generator(12).generator
+    rng = NoiseSource(seed=12)
     b = noise_bound(kappa=21, n_cells=g.n_cells, q=math.exp(-1.0), epsilon_eff=1.0, beta=0.2)
     ids = np.zeros(0, dtype=np.int64)
     counts = np.zeros(0, dtype=np.int64)
@@ -168,7 +168,7 @@ def test_layer_columns_with_no_cluster():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from dpgeo.dbscan import core_cells, dbscan_cells, grow_spans  # noqa: E402
+from dpgeo.mechanisms.dbscan import core_cells, dbscan_cells, grow_spans  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
@@ -183,7 +183,7 @@ def test_grown_spans_keep_core_spans_and_stay_certified(seed, n_pts, strong, wea
     centres = rng.integers(0, g.n_cells, 4)
     pts = np.where(rng.random(n_pts) < 0.7, rng.choice(centres, n_pts), rng.integers(0, g.n_cells, n_pts))
     ids, counts = exact_counts(g, pts)
-    h = dense_histogram(g, ids, counts, epsilon=1.0, rng=make_generator(seed).generator)
+    h = dense_histogram(g, ids, counts, epsilon=1.0, rng=NoiseSource(seed=seed))
     offs = neighbourhood_offsets(1.0)
     strong_b = noise_bound(kappa=21, n_cells=g.n_cells, q=h.q, epsilon_eff=1.0, beta=0.05, method="exact")
     weak_b = noise_bound(kappa=21, n_cells=g.n_cells, q=h.q, epsilon_eff=1.0, beta=0.05, method="exact")

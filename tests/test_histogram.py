@@ -21,7 +21,7 @@ from dpgeo.histogram import (
     sparse_histogram,
     sparse_threshold,
 )
-from dpgeo.noise import discrete_laplace_pmf, make_generator
+from dpgeo.noise import NoiseSource, discrete_laplace_pmf
 
 ALPHA = 1e-6
 
@@ -44,8 +44,8 @@ def gof_discrete_laplace(z, q, hi=8):
 @pytest.mark.parametrize("epsilon,sensitivity", [(1.0, 1), (0.5, 1), (1.0, 3)])
 def test_dense_noise_law_and_sensitivity(epsilon, sensitivity):
     g = small_grid(100)  # 10,000 cells
-    rng = make_generator(2024).generator
-    pts = rng.integers(0, g.n_cells, 30_000)
+    rng = NoiseSource(seed=2024)
+    pts = np.random.default_rng(2024).integers(0, g.n_cells, 30_000)
     ids, counts = exact_counts(g, pts)
     true = np.zeros(g.n_cells, dtype=np.int64)
     true[ids] = counts
@@ -89,7 +89,7 @@ def test_sparse_equals_dense_then_truncate_in_distribution():
     q = math.exp(-eps)
     pts = np.r_[np.full(2, 7), np.full(6, 20)]
     ids, counts = exact_counts(g, pts)
-    rng = make_generator(77).generator
+    rng = NoiseSource(seed=77)
     runs = 20_000
     rel = np.zeros((runs, g.n_cells), dtype=np.int64)
     n_false = np.zeros(runs, dtype=np.int64)
@@ -127,8 +127,8 @@ def test_sparse_equals_dense_then_truncate_in_distribution():
 def test_sparse_on_a_huge_universe_costs_memory_of_the_data():
     area = StudyArea.from_bbox((0, 0, 1e5, 1e5), "EPSG:32615", working_crs="EPSG:32615")
     g = Grid(area, 1.0)  # 1e10 cells
-    rng = make_generator(3).generator
-    pts = rng.integers(0, g.n_cells, 10_000)
+    rng = NoiseSource(seed=3)
+    pts = np.random.default_rng(3).integers(0, g.n_cells, 10_000)
     h = noisy_histogram(g, pts, epsilon=1.0, rng=rng, max_false_cells=5000)
     assert h.kind == "sparse"
     assert h.cell_id.size < 30_000

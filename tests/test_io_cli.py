@@ -221,7 +221,7 @@ def test_domain_not_overlapping(tmp_path):
 def test_bad_domain_and_output(tmp_path):
     assert "bbox" in bad(tmp_path, SAMPLE_POINTS, *SPANS, "--domain=10,10,5,5")
     code, _, err = run_cli("spans", SAMPLE_POINTS, "-o", tmp_path / "out.shp", *SPANS, "--domain", SAMPLE_AREA)
-    assert code == 2 and ".gpkg or .geojson" in err
+    assert code == 2 and ".gpkg, .geojson, .html or .png" in err
     code, _, err = run_cli("spans", SAMPLE_POINTS, "-o", tmp_path / "nodir" / "o.gpkg", *SPANS,
                            "--domain", SAMPLE_AREA)
     assert code == 2 and "does not exist" in err

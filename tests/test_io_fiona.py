@@ -263,7 +263,7 @@ def test_cli_missing_engine_fails_before_reading(tmp_path, monkeypatch, capsys):
     def no_read(*a, **k):
         raise AssertionError("the input was read")
 
-    monkeypatch.setattr("dpgeo.io.read_points", no_read)
+    monkeypatch.setattr("dpgeo.counting.readers.read_points", no_read)
     out = tmp_path / "o.gpkg"
     assert main(["spans", str(SAMPLE_POINTS), "-o", str(out), *SPANS_CLI, "--engine", "fiona"]) == 2
     err = capsys.readouterr().err

@@ -38,8 +38,8 @@ def chi2_pvalue(samples, q, lo, hi):
 @pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 3.0])
 def test_discrete_laplace_goodness_of_fit(epsilon):
     q = math.exp(-epsilon)
-    rng = noise.make_generator(12345).generator
-    z = noise.sample_discrete_laplace(rng, q, 200_000)
+    rng = noise.NoiseSource(seed=12345)
+    z = noise.sample_discrete_laplace(rng, 200_000, epsilon=epsilon)
     assert z.dtype == np.int64
     hi = int(math.ceil(6 / epsilon))
     p = chi2_pvalue(z, q, -hi, hi)
@@ -49,16 +49,16 @@ def test_discrete_laplace_goodness_of_fit(epsilon):
 def test_goodness_of_fit_detects_wrong_scale():
     # the same test must reject noise drawn at 1.25x the scale
     q_true = math.exp(-1.0)
-    rng = noise.make_generator(12345).generator
-    z = noise.sample_discrete_laplace(rng, math.exp(-1 / 1.25), 200_000)
+    rng = noise.NoiseSource(seed=12345)
+    z = noise.sample_discrete_laplace(rng, 200_000, epsilon=1 / 1.25)
     p = chi2_pvalue(z, q_true, -6, 6)
     assert p < ALPHA
 
 
 def test_variance_matches_formula():
     q = math.exp(-0.5)
-    rng = noise.make_generator(3).generator
-    z = noise.sample_discrete_laplace(rng, q, 400_000)
+    rng = noise.NoiseSource(seed=3)
+    z = noise.sample_discrete_laplace(rng, 400_000, epsilon=0.5)
     var = noise.discrete_laplace_variance(q)
     # sample variance sd ≈ sqrt((m4 - var²)/n); allow 6 sd (two-sided p ≈ 2e-9)
     m4 = np.mean(z.astype(float) ** 4)
@@ -69,8 +69,8 @@ def test_variance_matches_formula():
 def test_tail_sampler_is_conditional_law():
     q = math.exp(-0.7)
     theta = 4
-    rng = noise.make_generator(9).generator
-    z = noise.sample_discrete_laplace_tail(rng, q, theta, 100_000)
+    rng = noise.NoiseSource(seed=9)
+    z = noise.sample_discrete_laplace_tail(rng, 100_000, epsilon=0.7, theta=theta)
     assert z.min() >= theta
     # Z - theta ~ geometric on {0,1,...} with success 1-q
     d = z - theta
@@ -107,8 +107,8 @@ def test_sum_bound_is_smallest():
 
 def test_positive_part_tail_against_simulation():
     q = math.exp(-1.0)
-    rng = noise.make_generator(5).generator
-    z = noise.sample_discrete_laplace(rng, q, (200_000, 21))
+    rng = noise.NoiseSource(seed=5)
+    z = noise.sample_discrete_laplace(rng, (200_000, 21), epsilon=1.0)
     s = np.maximum(z, 0).sum(axis=1)
     for t in (5, 10, 15):
         p = noise.sum_positive_part_sf(t, 21, q)[0]
@@ -123,16 +123,18 @@ def test_interval_halfwidth_normal_branch_close_to_exact():
     assert abs(exact - approx) <= 2
 
 
-def test_generator_seeding():
-    a = noise.make_generator()
-    b = noise.make_generator()
-    assert not a.seeded and not b.seeded
-    assert not np.array_equal(a.generator.integers(0, 2**62, 4), b.generator.integers(0, 2**62, 4))
-    s1, s2 = noise.make_generator(42), noise.make_generator(42)
-    assert s1.seeded
-    assert np.array_equal(s1.generator.integers(0, 2**62, 4), s2.generator.integers(0, 2**62, 4))
-    with pytest.raises(ParameterError):
-        noise.make_generator(-1)
+def test_source_seeding():
+    a = noise.NoiseSource()
+    b = noise.NoiseSource()
+    assert not a.seeded and not b.seeded and a.private and b.private
+    assert not np.array_equal(a.words(4), b.words(4))
+    s1, s2 = noise.NoiseSource(seed=42), noise.NoiseSource(seed=42)
+    assert s1.seeded and not s1.private and "seed" in s1.not_private_reason
+    assert np.array_equal(s1.words(4), s2.words(4))
+    assert not np.array_equal(noise.NoiseSource(seed=43).words(4), noise.NoiseSource(seed=42).words(4))
+    for bad in (-1, 1.5, True, "7"):
+        with pytest.raises(ParameterError):
+            noise.NoiseSource(seed=bad)
 
 
 def test_bad_epsilon():

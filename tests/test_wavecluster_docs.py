@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from dpgeo import wave as wc
+from dpgeo.mechanisms import wavecluster as wc
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "privacy.md"
 

@@ -16,8 +16,9 @@ import pytest
 import pywt
 from scipy import stats
 
-from dpgeo import wave as wc
-from dpgeo.noise import NoiseSource, make_generator
+from dpgeo.mechanisms import wavecluster as wc
+from dpgeo.mechanisms.wavecluster import privthr, thresholds, transform
+from dpgeo.noise import NoiseSource
 
 ALPHA = 1e-6  # false-alarm rate of each statistical test
 
@@ -79,12 +80,12 @@ def test_tap_counts_match_pywavelets_impulse_response(wavelet, mode):
 
 
 def _nonpositive(c, wavelet, mode):
-    coefs = wc._exact_approximation(c, wc._filter(wavelet), mode)
+    coefs = transform._exact_approximation(c, transform._filter(wavelet), mode)
     return coefs.P.size - int(coefs.positive().sum())
 
 
 def _quality(c, wavelet, mode, p, thresholds):
-    coefs = wc._exact_approximation(c, wc._filter(wavelet), mode)
+    coefs = transform._exact_approximation(c, transform._filter(wavelet), mode)
     m = int(coefs.positive().sum())
     k = m - (int(round(p * 1e6)) * m) // 100_000_000
     return -np.abs(coefs.count_greater(thresholds) - k)
@@ -122,7 +123,7 @@ def test_em_quality_sensitivity_brute_force(wavelet, percentile):
     mode = "zero"
     shape = (6, 6)
     table = wc.approximation_sensitivity(shape, wavelet=wavelet, mode=mode, percentile=percentile)
-    scale = wc._filter(wavelet).gain // 4
+    scale = transform._filter(wavelet).gain // 4
     thresholds = np.arange(0, 40 * scale, max(1, scale // 4))
     worst = 0
     for base in _bases(shape):
@@ -173,7 +174,7 @@ def test_count_noise_scale(method, share, split, sensitivity):
     eps = 0.8
     c = grid_counts((150, 150), seed=1)
     r = wc.wavecluster_cells(c, method=method, epsilon=eps, count_split=split, sensitivity=sensitivity,
-                             rng=make_generator(11))
+                             rng=NoiseSource(seed=11))
     q = math.exp(-share * eps / sensitivity)
     assert r.q == pytest.approx(q)
     z = (r.noisy_counts - c).ravel()
@@ -192,7 +193,7 @@ def test_noisy_nonpositive_count_centred_with_right_scale(wavelet, split):
     true_z = wc.wavecluster_cells(c, method="exact", wavelet=wavelet).report["n_nonpositive"]
     dz = wc.approximation_sensitivity(c.shape, wavelet=wavelet)["nonpositive_count"]
     alpha = 0.9 if split is None else split
-    src = make_generator(21)
+    src = NoiseSource(seed=21)
     draws = []
     for _ in range(1500):
         r = wc.wavecluster_cells(c, method="privthr", epsilon=eps, wavelet=wavelet, count_split=split, rng=src)
@@ -212,7 +213,7 @@ def test_noisy_nonpositive_count_centred_with_right_scale(wavelet, split):
 def test_baseline_noisy_n_scale():
     g = np.random.default_rng(0)
     x, y = g.uniform(0, 10, 300), g.uniform(0, 10, 300)
-    src = make_generator(5)
+    src = NoiseSource(seed=5)
     eps, share = 2.0, 0.05
     draws = np.array([
         wc.adaptive_grid_counts(x, y, bounds=(0, 0, 10, 10), shape=(5, 5), epsilon=eps, n_share=share,
@@ -258,7 +259,7 @@ def test_em_threshold_law_matches_closed_form():
         pr = np.exp(lw - lw.max())
         return pr / pr.sum()
 
-    src = make_generator(8)
+    src = NoiseSource(seed=8)
     n = 4000
     got = np.array([
         wc.wavecluster_cells(c, method="privthr-em", epsilon=eps, count_cap=1, rng=src).report["threshold"]
@@ -276,43 +277,36 @@ def test_em_threshold_law_matches_closed_form():
     assert _grouped_chisquare(obs, law(1.0, two=1), ccount, n) < ALPHA
 
 
-class _CountingGenerator:
-    """Delegates to a numpy Generator and counts the calls per method."""
-
-    def __init__(self, gen):
-        self._gen = gen
-        self.calls = {}
-
-    def __getattr__(self, name):
-        attr = getattr(self._gen, name)
-
-        def wrapped(*a, **k):
-            self.calls[name] = self.calls.get(name, 0) + 1
-            return attr(*a, **k)
-        return wrapped
-
-
-def test_one_em_draw_per_release():
+def test_one_em_draw_per_release(monkeypatch):
     c = grid_counts((32, 32), seed=2)
-    gen = _CountingGenerator(np.random.default_rng(0))
-    r = wc.wavecluster_cells(c, method="privthr-em", epsilon=1.0, rng=NoiseSource(gen, True))
-    assert gen.calls.get("gumbel") == 1
-    # counts: one geometric pair per cell and nothing else random
-    assert gen.calls.get("geometric") == 2
-    assert r.report["epsilon_split"] == {"counts": pytest.approx(0.7), "threshold": pytest.approx(0.3)}
+    calls = []
+    from dpgeo.mechanisms.wavecluster import privqt, privthr_em
+
+    for module, name in ((privthr_em, "sample_exponential_mechanism"), (privqt, "sample_discrete_laplace")):
+        real = getattr(module, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            calls.append((_name, k.get("epsilon")))
+            return _real(*a, **k)
+        monkeypatch.setattr(module, name, counted)
+    r = wc.wavecluster_cells(c, method="privthr-em", epsilon=1.0, rng=NoiseSource(seed=0))
+    eps = r.report["epsilon_split"]
+    assert eps == {"counts": pytest.approx(0.7), "threshold": pytest.approx(0.3)}
+    # one exponential-mechanism draw at the threshold's share, one noise call for the counts
+    assert calls == [("sample_exponential_mechanism", eps["threshold"]), ("sample_discrete_laplace", eps["counts"])]
 
 
 def test_privthr_releases_only_noisy_statistics():
     # the post-processing step sees only (noisy counts, |Z|′): feeding the
     # same released values must give the same labels whatever the true counts
     c = grid_counts((20, 20), seed=3)
-    r = wc.wavecluster_cells(c, method="privthr", epsilon=1.0, rng=make_generator(4))
-    filt = wc._filter("haar")
-    coefs = wc._exact_approximation(r.noisy_counts, filt, "zero")
+    r = wc.wavecluster_cells(c, method="privthr", epsilon=1.0, rng=NoiseSource(seed=4))
+    filt = transform._filter("haar")
+    coefs = transform._exact_approximation(r.noisy_counts, filt, "zero")
     pos, w = coefs.positive(), coefs.normalised()
-    n_drop, _ = wc._privthr_rank(int(pos.sum()), r.report["noisy_nonpositive_count"], w.size,
+    n_drop, _ = privthr._privthr_rank(int(pos.sum()), r.report["noisy_nonpositive_count"], w.size,
                                  60_000_000, "direct", None)
-    t = wc._threshold_from_positives(w[pos], n_drop)
+    t = thresholds._threshold_from_positives(w[pos], n_drop)
     np.testing.assert_array_equal(r.significant, pos & (w >= t))
 
 

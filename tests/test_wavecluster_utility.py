@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpgeo import wave as wc
-from dpgeo.noise import make_generator
+from dpgeo.mechanisms import wavecluster as wc
+from dpgeo.noise import NoiseSource
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
 
@@ -76,7 +76,7 @@ def _mean_k(name, method, seeds=40, g=64, p=60.0):
     c = bin_points(x, y, bounds, g)
     k = wc.wavecluster_cells(c, method="exact", percentile=p).report["k"]
     kp = [wc.wavecluster_cells(c, method=method, epsilon=1.0, percentile=p,
-                               rng=make_generator(1000 + s)).report["n_significant"]
+                               rng=NoiseSource(seed=1000 + s)).report["n_significant"]
           for s in range(seeds)]
     return k, float(np.mean(kp))
 
@@ -105,5 +105,5 @@ def test_privthr_ds3_keeps_the_groups():
     x, y, _, bounds = load("DS3")
     c = bin_points(x, y, bounds, 32)
     n = [wc.wavecluster_cells(c, method="privthr", epsilon=1.0, percentile=40,
-                              rng=make_generator(s)).n_clusters for s in range(20)]
+                              rng=NoiseSource(seed=s)).n_clusters for s in range(20)]
     assert np.median(n) == 5

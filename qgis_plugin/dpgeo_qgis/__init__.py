@@ -5,17 +5,9 @@ with the algorithms ``dpgeo:dbscanspans``, ``dpgeo:wavecluster`` and
 ``dpgeo:noisepreview``, a toolbar button and a Vector-menu entry.
 """
 
-import configparser
-import os
+from .resources import plugin_version
 
 __all__ = ["classFactory", "plugin_version"]
-
-
-def plugin_version() -> str:
-    """The version in metadata.txt."""
-    cp = configparser.ConfigParser()
-    cp.read(os.path.join(os.path.dirname(__file__), "metadata.txt"), encoding="utf-8")
-    return cp.get("general", "version", fallback="?")
 
 
 def classFactory(iface):  # noqa: N802 (QGIS API)

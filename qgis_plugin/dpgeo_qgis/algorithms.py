@@ -1,7 +1,8 @@
-"""The dpgeo Processing algorithms: DP-DBSCAN cluster spans, DP WaveCluster, noise preview.
+"""The dpgeo Processing algorithms: DP-DBSCAN cluster spans, DP WaveCluster, DP k-means, noise preview.
 
 Each algorithm only converts parameters and layers and calls the dpgeo
-library (``dpgeo.dbscan_spans``, ``dpgeo.wavecluster``, ``dpgeo.noise_preview``).
+library (``dpgeo.dbscan_spans``, ``dpgeo.wavecluster``, ``dpgeo.kmeans``,
+``dpgeo.noise_preview``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from qgis.core import (
     QgsUnitTypes,
 )
 
-from .common import DpgeoAlgorithmBase, is_set
+from .base import DpgeoAlgorithmBase
+from .parameters import is_set
 
-__all__ = ["DbscanSpansAlgorithm", "WaveClusterAlgorithm", "NoisePreviewAlgorithm", "ALGORITHMS"]
+__all__ = ["DbscanSpansAlgorithm", "WaveClusterAlgorithm", "KMeansAlgorithm", "NoisePreviewAlgorithm",
+           "ALGORITHMS"]
 
 _STUDY_AREA_NOTE = (
     "<p><b>Public study area</b>: an extent or a polygon layer (e.g. the city boundary) known without looking "
@@ -41,6 +44,11 @@ _PRIVACY_NOTE = (
     "<p><b>One person, many points</b> (trips of one driver, visits of one patient): set the <b>person field</b> "
     "and <b>Maximum points per person</b> K. Each person then keeps at most K of their points, chosen at random, "
     "the noise is scaled to K, and the guarantee covers adding or removing a whole person.</p>"
+    "<p><b>Privacy budget.</b> Every private run is charged to its <b>dataset</b> (the people the data is about: "
+    "give it a name, else the input file's path is used) in the dpgeo ledger shared with the <i>dpgeo</i> "
+    "command. The log shows the ε spent and left before the run; a run that would exceed the total declared "
+    "for the dataset (<i>dpgeo budget set NAME --total EPSILON</i>) is refused before any point is read. "
+    "Runs that are not private (test seed, study area from the data, exact) are not charged.</p>"
 )
 
 _HISTOGRAMS = ["auto", "dense", "sparse"]
@@ -120,6 +128,7 @@ class DbscanSpansAlgorithm(DpgeoAlgorithmBase):
     def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
         self.add_input()
         self.add_epsilon()
+        self.add_budget_params()
         self.add_person_params()
         self.addParameter(_metres_parameter(self.RADIUS, self.tr("DBSCAN radius r (metres)"), 100.0, 1e-6))
         self.addParameter(QgsProcessingParameterNumber(
@@ -206,6 +215,7 @@ class WaveClusterAlgorithm(DpgeoAlgorithmBase):
         self.addParameter(QgsProcessingParameterEnum(
             self.METHOD, self.tr("Method"), options=[label for label, _ in self.METHODS], defaultValue=0))
         self.add_epsilon()
+        self.add_budget_params()
         self.add_person_params()
         self.addParameter(_metres_parameter(self.CELL_SIZE, self.tr("Cell size (metres) — or give the grid size"),
                                             None, 1e-6, optional=True))
@@ -244,6 +254,80 @@ class WaveClusterAlgorithm(DpgeoAlgorithmBase):
         if method == "exact":
             feedback.reportError(self.tr("Method 'exact' adds no noise: the result is NOT private."), False)
         return self.run_points_algorithm(parameters, context, feedback, dpgeo.wavecluster, kwargs)
+
+
+class KMeansAlgorithm(DpgeoAlgorithmBase):
+    """DP k-means (DPLloyd with exact noise): the Voronoi cells of the private centroids."""
+
+    K = "K"
+    ITERATIONS = "ITERATIONS"
+    LAYER_SHARE = "LAYER_SHARE"
+    MAX_POINTS_PER_RECORD = "MAX_POINTS_PER_RECORD"
+
+    result_title = "DP k-means Voronoi cells"
+
+    def name(self):
+        return "kmeans"
+
+    def displayName(self):  # noqa: N802 (QGIS API)
+        return self.tr("DP k-means (Voronoi cells)")
+
+    def shortDescription(self):  # noqa: N802 (QGIS API)
+        return self.tr("Differentially private k-means of a point layer: the Voronoi cells of the private "
+                       "centroids, with noisy counts.")
+
+    def shortHelpString(self):  # noqa: N802 (QGIS API)
+        return self.tr(
+            "<p>k-means under differential privacy (DPLloyd: Lloyd's algorithm in which every iteration sees "
+            "the points only through noisy counts and coordinate sums). The result is one polygon per cluster: "
+            "the <b>Voronoi cell</b> of its private centroid, clipped to the study area, with a noisy point "
+            "count <i>dp_count</i>, its 95% interval and the centroid (<i>centroid_x</i>, <i>centroid_y</i>, "
+            "in the working CRS).</p>"
+            "<p><b>k</b> is the number of clusters. Advanced: the number of noisy <b>iterations</b> (default 5) "
+            "and the <b>share of ε for the cells' counts</b> (default 0.1); the rest of ε is spread evenly over "
+            "the iterations. The metadata states the split.</p>"
+            "<p><b>Public study area</b>: an extent or a polygon layer known without looking at the data; the "
+            "starting centroids and the bounds of the coordinates come from it. If none is given, the private "
+            "layer's own extent is used: the result is then marked <b>not private</b>.</p>" + _PRIVACY_NOTE
+        )
+
+    def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
+        self.add_input()
+        self.add_epsilon()
+        self.add_budget_params()
+        self.add_person_params()
+        self.addParameter(QgsProcessingParameterNumber(
+            self.K, self.tr("Number of clusters k"), QgsProcessingParameterNumber.Integer, defaultValue=5,
+            minValue=1, maxValue=1000))
+        self.add_study_area()
+        self.add_crs_params()
+        self.addParameter(_advanced(QgsProcessingParameterNumber(
+            self.ITERATIONS, self.tr("Noisy Lloyd iterations"), QgsProcessingParameterNumber.Integer,
+            defaultValue=5, minValue=1, maxValue=1000)))
+        self.addParameter(_advanced(QgsProcessingParameterNumber(
+            self.LAYER_SHARE, self.tr("Share of ε for the cells' counts"), QgsProcessingParameterNumber.Double,
+            defaultValue=0.1, minValue=1e-6, maxValue=0.999999)))
+        self.addParameter(_advanced(QgsProcessingParameterNumber(
+            self.MAX_POINTS_PER_RECORD, self.tr("Maximum points per record (sensitivity)"),
+            QgsProcessingParameterNumber.Integer, defaultValue=1, minValue=1)))
+        self.add_seed()
+        self.add_output()
+
+    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802 (QGIS API)
+        dpgeo = self.load_dpgeo(feedback)
+        if not hasattr(dpgeo, "kmeans"):
+            raise QgsProcessingException(self.tr("This version of dpgeo ({}) has no kmeans(); "
+                                                 "update dpgeo.").format(dpgeo.__version__))
+        kwargs = {
+            "epsilon": self.parameterAsDouble(parameters, self.EPSILON, context),
+            "k": self.parameterAsInt(parameters, self.K, context),
+            "iterations": self.parameterAsInt(parameters, self.ITERATIONS, context),
+            "layer_share": self.parameterAsDouble(parameters, self.LAYER_SHARE, context),
+        }
+        sensitivity = self.optional_int(parameters, self.MAX_POINTS_PER_RECORD, context)
+        if sensitivity is not None and sensitivity != 1:
+            kwargs["sensitivity"] = sensitivity
+        return self.run_points_algorithm(parameters, context, feedback, dpgeo.kmeans, kwargs)
 
 
 class NoisePreviewAlgorithm(DpgeoAlgorithmBase):
@@ -445,4 +529,4 @@ def _fmt(v):
     return str(v)
 
 
-ALGORITHMS = [DbscanSpansAlgorithm, WaveClusterAlgorithm, NoisePreviewAlgorithm]
+ALGORITHMS = [DbscanSpansAlgorithm, WaveClusterAlgorithm, KMeansAlgorithm, NoisePreviewAlgorithm]

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
 from qgis.core import Qgis, QgsApplication, QgsMessageLog
-from qgis.PyQt.QtGui import QIcon
 from qgis.PyQt.QtWidgets import QAction, QMenu, QMessageBox, QPushButton, QToolButton
 
 from .deps import dpgeo_available
 from .provider import PROVIDER_ID, DpgeoProvider
+from .resources import ICON_PATH, plugin_icon
 
 __all__ = ["DpgeoPlugin", "plugin_icon", "ICON_PATH", "MENU_NAME", "MAIN_ALGORITHM"]
 
-ICON_PATH = os.path.join(os.path.dirname(__file__), "icon.svg")
 #: Name of the submenu of the Vector menu.
 MENU_NAME = "&dpgeo"
 #: Algorithm opened by the toolbar button.
@@ -22,13 +19,10 @@ MAIN_ALGORITHM = f"{PROVIDER_ID}:dbscanspans"
 MENU_ENTRIES = [
     (f"{PROVIDER_ID}:dbscanspans", "DP-DBSCAN cluster spans…"),
     (f"{PROVIDER_ID}:wavecluster", "DP WaveCluster…"),
+    (f"{PROVIDER_ID}:kmeans", "DP k-means (Voronoi cells)…"),
     (f"{PROVIDER_ID}:noisepreview", "Noise preview (spends no budget)…"),
 ]
 LOG_TAG = "dpgeo"
-
-
-def plugin_icon() -> QIcon:
-    return QIcon(ICON_PATH)
 
 
 class DpgeoPlugin:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from qgis.core import QgsProcessingProvider
 
 from .algorithms import ALGORITHMS
+from .resources import ICON_PATH, plugin_icon, plugin_version
 
 __all__ = ["DpgeoProvider", "PROVIDER_ID"]
 
@@ -13,7 +14,7 @@ PROVIDER_ID = "dpgeo"
 
 
 class DpgeoProvider(QgsProcessingProvider):
-    """Differentially private cluster maps (DP-DBSCAN spans, DP WaveCluster, noise preview)."""
+    """Differentially private cluster maps (DP-DBSCAN spans, DP WaveCluster, DP k-means, noise preview)."""
 
     def id(self):
         return PROVIDER_ID
@@ -22,18 +23,12 @@ class DpgeoProvider(QgsProcessingProvider):
         return "dpgeo"
 
     def longName(self):  # noqa: N802 (QGIS API)
-        from . import plugin_version
-
         return f"dpgeo — differentially private cluster maps ({plugin_version()})"
 
     def icon(self):
-        from .plugin import plugin_icon
-
         return plugin_icon()
 
     def svgIconPath(self):  # noqa: N802 (QGIS API)
-        from .plugin import ICON_PATH
-
         return ICON_PATH
 
     def loadAlgorithms(self):  # noqa: N802 (QGIS API)

@@ -2,7 +2,9 @@
 
 One colour per cluster (categorised on ``cluster_id``), a semi-transparent
 fill so the base map stays readable, and the noisy count ``dp_count`` as
-label.
+label. The colours, fill opacity and outline width are the library's
+(:mod:`dpgeo.io.palette`), so a layer looks the same in QGIS as on the HTML
+map and the PNG dpgeo writes.
 """
 
 from __future__ import annotations
@@ -18,25 +20,26 @@ from qgis.core import (
 )
 from qgis.PyQt.QtGui import QColor, QFont
 
-__all__ = ["style_cluster_layer", "CLUSTER_COLOURS", "FILL_ALPHA"]
+from .deps import import_dpgeo
 
-#: Qualitative palette (12 well separated hues), cycled over the clusters.
-CLUSTER_COLOURS = [
-    "#1f78b4", "#e31a1c", "#33a02c", "#ff7f00", "#6a3d9a", "#b15928",
-    "#a6cee3", "#fb9a99", "#b2df8a", "#fdbf6f", "#cab2d6", "#ffff99",
-]
-#: Fill opacity (0–255): semi-transparent.
-FILL_ALPHA = 110
+__all__ = ["style_cluster_layer", "palette"]
 
 
-def _symbol(hex_colour: str) -> QgsFillSymbol:
-    c = QColor(hex_colour)
-    fill = f"{c.red()},{c.green()},{c.blue()},{FILL_ALPHA}"
-    outline = c.darker(130)
+def palette():
+    """The library's palette module, :mod:`dpgeo.io.palette`."""
+    import_dpgeo()
+    import importlib
+
+    return importlib.import_module("dpgeo.io.palette")
+
+
+def _symbol(pal, i: int) -> QgsFillSymbol:
+    c = QColor(pal.CLUSTER_COLOURS[i])
+    o = QColor(pal.OUTLINE_COLOURS[i])
     return QgsFillSymbol.createSimple({
-        "color": fill,
-        "outline_color": f"{outline.red()},{outline.green()},{outline.blue()},255",
-        "outline_width": "0.4",
+        "color": f"{c.red()},{c.green()},{c.blue()},{pal.FILL_ALPHA}",
+        "outline_color": f"{o.red()},{o.green()},{o.blue()},255",
+        "outline_width": f"{pal.OUTLINE_WIDTH_MM:g}",
         "outline_width_unit": "MM",
     })
 
@@ -50,13 +53,12 @@ def style_cluster_layer(layer) -> bool:
     idx = fields.indexOf("cluster_id")
     if idx < 0:
         return False
+    pal = palette()
     values = sorted(v for v in layer.uniqueValues(idx) if v is not None)
-    categories = [
-        QgsRendererCategory(v, _symbol(CLUSTER_COLOURS[i % len(CLUSTER_COLOURS)]), f"cluster {v}")
-        for i, v in enumerate(values)
-    ]
+    index = pal.colour_index(values).tolist() if values else []  # the same rule as the HTML map and the PNG
+    categories = [QgsRendererCategory(v, _symbol(pal, i), f"cluster {v}") for v, i in zip(values, index)]
     renderer = QgsCategorizedSymbolRenderer("cluster_id", categories)
-    renderer.setSourceSymbol(_symbol(CLUSTER_COLOURS[0]))
+    renderer.setSourceSymbol(_symbol(pal, 0))
     layer.setRenderer(renderer)
 
     if fields.indexOf("dp_count") >= 0:

@@ -86,9 +86,9 @@ def test_missing_dpgeo_raises_with_the_fix(deps, plugin, monkeypatch, tmp_path):
     ok, msg = deps.dpgeo_available()
     assert not ok and "pip install" in msg
     # the algorithms refuse to run and say why (QGIS shows this when the dialog opens)
-    import dpgeo_qgis.common as common
+    import dpgeo_qgis.base as base
 
-    monkeypatch.setattr(common, "import_dpgeo", deps.import_dpgeo)
+    monkeypatch.setattr(base, "import_dpgeo", deps.import_dpgeo)
     alg = QgsApplication.processingRegistry().createAlgorithmById("dpgeo:dbscanspans")
     ok, msg = alg.canExecute()
     assert not ok and "-m venv --system-site-packages" in msg

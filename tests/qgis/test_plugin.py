@@ -15,7 +15,7 @@ PLUGIN_NAME = "dpgeo_qgis"
 
 pytestmark = pytest.mark.qgis
 
-ALGORITHM_IDS = {"dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:noisepreview"}
+ALGORITHM_IDS = {"dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:kmeans", "dpgeo:noisepreview"}
 
 
 def _metadata():
@@ -59,7 +59,8 @@ def test_plugin_loads_registers_and_unloads(load_plugin, stub_iface):
     submenu = stub_iface.vector_submenu("&dpgeo")
     assert submenu is not None
     assert [a.text() for a in submenu.actions()] == [
-        "DP-DBSCAN cluster spans…", "DP WaveCluster…", "Noise preview (spends no budget)…"]
+        "DP-DBSCAN cluster spans…", "DP WaveCluster…", "DP k-means (Voronoi cells)…",
+        "Noise preview (spends no budget)…"]
     action = plugin.toolbar_action
 
     assert qgis.utils.unloadPlugin(PLUGIN_NAME)
@@ -82,7 +83,8 @@ def test_toolbar_and_menu_open_the_algorithm_dialog(plugin, stub_iface, processi
     plugin.toolbar_action.trigger()
     for action in stub_iface.vector_submenu("&dpgeo").actions():
         action.trigger()
-    assert opened == ["dpgeo:dbscanspans", "dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:noisepreview"]
+    assert opened == ["dpgeo:dbscanspans", "dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:kmeans",
+                      "dpgeo:noisepreview"]
 
 
 def _definitions(alg_id):
@@ -97,7 +99,7 @@ def test_dbscan_parameters(plugin):
     from qgis.core import QgsProcessing, QgsProcessingParameterDefinition as Def, QgsUnitTypes
 
     alg, params = _definitions("dpgeo:dbscanspans")
-    assert list(params) == ["INPUT", "EPSILON", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS", "MIN_POINTS",
+    assert list(params) == ["INPUT", "EPSILON", "DATASET", "LEDGER", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS", "MIN_POINTS",
                             "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
                             "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
                             "SPAN_EXTENT", "MAX_POINTS_PER_RECORD",
@@ -112,7 +114,7 @@ def test_dbscan_parameters(plugin):
     assert params["EPSILON"].type() == "number" and params["EPSILON"].minimum() > 0
     assert params["MIN_POINTS"].dataType() == params["MIN_POINTS"].Integer
     for name in ("STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "WORKING_CRS", "OUTPUT_CRS", "SEED", "PERSON_FIELD",
-                 "MAX_POINTS_PER_PERSON"):
+                 "MAX_POINTS_PER_PERSON", "DATASET", "LEDGER"):
         assert params[name].flags() & Def.FlagOptional, name
     # the person field is a field of the input layer; the cap K is a whole number >= 1
     assert params["PERSON_FIELD"].type() == "field" and params["PERSON_FIELD"].parentLayerParameterName() == "INPUT"
@@ -123,7 +125,7 @@ def test_dbscan_parameters(plugin):
     assert params["STUDY_AREA_LAYER"].dataTypes() == [QgsProcessing.TypeVectorPolygon]
     assert params["ETA"].maximum() == 1.0
     for name in ("BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SPAN_EXTENT", "SEED", "WORKING_CRS",
-                 "MAX_POINTS_PER_RECORD"):
+                 "MAX_POINTS_PER_RECORD", "LEDGER"):
         assert params[name].flags() & Def.FlagAdvanced, name
     # span extent: grown (recommended) is the default, core cells is the paper's Algorithm 1
     assert params["SPAN_EXTENT"].type() == "enum" and params["SPAN_EXTENT"].defaultValue() == 0
@@ -134,6 +136,10 @@ def test_dbscan_parameters(plugin):
     outputs = {o.name() for o in alg.outputDefinitions()}
     assert {"OUTPUT", "DIFFERENTIALLY_PRIVATE", "N_CLUSTERS", "METADATA_JSON"} <= outputs
     assert "privat" in alg.shortHelpString().lower()
+    # the privacy-budget ledger: a dataset name (default the input's path) and a ledger file (default the CLI's)
+    assert params["DATASET"].type() == "string" and "input file's path" in params["DATASET"].description()
+    assert params["LEDGER"].type() == "file" and params["LEDGER"].behavior() == params["LEDGER"].File
+    assert "refused before any point is read" in alg.shortHelpString()
 
 
 def test_wavecluster_parameters(plugin):
@@ -147,8 +153,8 @@ def test_wavecluster_parameters(plugin):
     assert params["CELL_SIZE"].defaultUnit() == QgsUnitTypes.DistanceMeters
     assert params["CELL_SIZE"].flags() & Def.FlagOptional and params["GRID_SIZE"].flags() & Def.FlagOptional
     assert params["PERCENTILE"].defaultValue() == 60.0
-    assert {"INPUT", "EPSILON", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
-            "OUTPUT_CRS", "OUTPUT"} <= set(params)
+    assert {"INPUT", "EPSILON", "DATASET", "LEDGER", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "STUDY_AREA_EXTENT",
+            "STUDY_AREA_LAYER", "OUTPUT_CRS", "OUTPUT"} <= set(params)
 
 
 def test_noise_preview_needs_no_data(plugin):

@@ -29,10 +29,10 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 
-from .errors import ParameterError
-from .grid import Grid, neighbourhood_offsets
-from .histogram import NoisyHistogram
-from .noise import sum_abs_bound, sum_positive_part_bound
+from ..errors import ParameterError
+from ..grid import Grid, neighbourhood_offsets
+from ..histogram import NoisyHistogram
+from ..noise import sum_abs_bound, sum_positive_part_bound
 
 __all__ = [
     "NoiseBound",

@@ -1,8 +1,20 @@
 """Public entry points: points in, differentially private cluster layer out.
 
-Each entry point validates its parameters before touching the data, then
-runs the stages of the data flow — study area → projection → grid → DP
-histogram → mechanism → polygons — reporting progress between stages.
+Every entry point has the same four steps, in this order:
+
+1. **validate** — every parameter, the public study area and the grid (and
+   so the memory a run needs) are checked from public inputs alone, before
+   any private data is read;
+2. **count** — the private points are read, projected and added up per cell
+   of the public grid (:func:`dpgeo.counting.count_points`): the exact
+   :class:`~dpgeo.counting.CellCounts`, owner-only diagnostics beside them;
+3. **mechanism** — the only step that draws noise; it sees the counts and
+   public parameters only;
+4. **layer** — post-processing of the released values into polygons with
+   ``dp_count`` and the privacy metadata.
+
+DP k-means (:func:`dpgeo.kmeans`) follows the same steps in
+:mod:`dpgeo.pipeline.kmeans`, with the helpers defined here.
 """
 
 from __future__ import annotations
@@ -10,29 +22,30 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import numbers
+import os
 import warnings
 
 import numpy as np
-from pyproj import Transformer
 
-from ._version import __version__
-from .dbscan import DEFAULT_BETA, EXTENTS, dbscan_cells, noise_bound
-from .domain import StudyArea, as_study_area
-from .errors import DomainError, InputError, NotPrivateWarning, ParameterError
-from .grid import Grid, cell_width_for_radius, neighbourhood_offsets
-from .histogram import (
+from .._version import __version__
+from ..mechanisms.dbscan import DEFAULT_BETA, EXTENTS, dbscan_cells, noise_bound
+from ..counting import CellCounts, count_points, load_points, prepare_points
+from ..domain import as_study_area
+from ..errors import NotPrivateWarning, ParameterError
+from ..grid import Grid, cell_width_for_radius, neighbourhood_offsets
+from ..histogram import (
     DEFAULT_MAX_DENSE_CELLS,
     DEFAULT_MAX_FALSE_CELLS,
     choose_histogram,
-    noisy_histogram,
+    dense_histogram,
+    sparse_histogram,
     sparse_threshold,
 )
-from .io import PointTable, points_from_frame, read_points
-from .noise import discrete_laplace_q, make_generator, sum_interval_halfwidth
-from .polygons import cluster_polygons
-from .result import ClusterLayer
+from ..noise import NoiseSource, discrete_laplace_q, sampler_description, sum_interval_halfwidth
+from ..polygons import cluster_polygons
+from ..release import Release, start_charge
 
-__all__ = ["dbscan_spans", "wavecluster", "noise_preview", "load_points", "prepare_points", "PreparedPoints"]
+__all__ = ["dbscan_spans", "wavecluster", "noise_preview", "load_points", "prepare_points"]
 
 
 # -- validation ------------------------------------------------------------------
@@ -66,87 +79,7 @@ def check_fraction(value, name, lo_open=True, hi_closed=False):
     return float(value)
 
 
-# -- points ----------------------------------------------------------------------
-
-def load_points(points, *, input_crs=None, person=None) -> PointTable:
-    """Coordinates from a path, GeoDataFrame/GeoSeries, (x, y, crs) tuple or PointTable.
-
-    ``person`` is a column name for files and frames, or an array aligned with
-    the coordinates for a tuple.
-    """
-    if isinstance(points, PointTable):
-        if person is not None and points.person is None:
-            raise InputError("the PointTable was read without a person column; read it with person=...")
-        return points
-    if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
-        return read_points(points, input_crs=input_crs, person=person)
-    if hasattr(points, "crs") and (hasattr(points, "geometry") or type(points).__name__ == "GeoSeries"):
-        return points_from_frame(points, input_crs=input_crs, person=person)
-    if isinstance(points, tuple) and len(points) == 3:
-        x, y, crs = points
-        from .io import _finish_table, _resolve_crs
-
-        crs = _resolve_crs(crs, input_crs, "the coordinate arrays")
-        x = np.asarray(x, dtype=float).ravel()
-        y = np.asarray(y, dtype=float).ravel()
-        if x.shape != y.shape:
-            raise InputError(f"x and y must have the same length, got {x.size} and {y.size}")
-        if x.size == 0:
-            raise InputError("the point arrays are empty")
-        pers = None
-        if person is not None:
-            pers = np.asarray(person).ravel()
-            if pers.shape != x.shape:
-                raise InputError(f"person must have one identifier per point ({x.size}), got {pers.size}")
-        table = _finish_table(x, y, crs, x.size, "arrays", pers)
-        if table.x.size == 0:
-            raise InputError(f"no usable points: all {x.size} coordinates are NaN or infinite")
-        return table
-    raise InputError(
-        "points must be a GeoDataFrame/GeoSeries of points, a file path, or a tuple (x, y, crs); "
-        f"got {type(points).__name__}"
-    )
-
-
-class PreparedPoints:
-    """Points projected to the working CRS and assigned to the study area (private)."""
-
-    def __init__(self, area: StudyArea, x, y, diagnostics: dict, person=None):
-        self.area = area
-        self.x = x
-        self.y = y
-        self.diagnostics = diagnostics
-        self.person = person
-
-
-def prepare_points(points, *, domain, domain_crs=None, crs=None, domain_from_data=False,
-                   input_crs=None, person=None) -> PreparedPoints:
-    """Load points, fix the public study area and project the points into metres."""
-    if domain is not None and domain_from_data:
-        raise DomainError("give either a study area (--domain) or --domain-from-data, not both")
-    if domain is None and not domain_from_data:
-        as_study_area(None)  # raises the helpful message
-    area = None
-    if domain is not None:  # validate the public inputs before touching the data
-        area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    table = load_points(points, input_crs=input_crs, person=person)
-    if area is None:
-        area = StudyArea.from_points_extent(table.x, table.y, table.crs, working_crs=crs)
-    x, y = _project(table, area)
-    pers = table.person if person is not None else None
-    ok = np.isfinite(x) & np.isfinite(y)
-    n_bad = int((~ok).sum())
-    if n_bad:
-        x, y = x[ok], y[ok]
-        pers = None if pers is None else pers[ok]
-    diag = {
-        "n_read": table.n_read,
-        "n_dropped_invalid": table.n_dropped + n_bad,
-        "input_crs": table.crs.to_string(),
-        "source": table.source,
-    }
-    return PreparedPoints(area, x, y, diag, pers)
-
+# -- contribution ----------------------------------------------------------------
 
 def _contribution(person, max_points_per_person, sensitivity):
     """Sensitivity and privacy unit from the person/cap/sensitivity parameters (checked)."""
@@ -165,50 +98,12 @@ def _contribution(person, max_points_per_person, sensitivity):
     return k, k
 
 
-def _kept_cells(assign, prep, cap, rng, diag):
-    """Cell ids after capping each person's points at ``cap`` (``assign`` has a mask)."""
-    if cap is None:
-        return assign.cell_id, assign.mask
-    from .contribution import cap_per_person
-
-    keep = cap_per_person(prep.person[assign.mask], cap, rng)
-    diag["n_dropped_by_person_cap"] = int((~keep).sum())
-    diag["n_used"] = int(keep.sum())
-    mask = assign.mask.copy()
-    mask[np.flatnonzero(assign.mask)[~keep]] = False
-    return assign.cell_id[keep], mask
-
-
-def _project(table: PointTable, area: StudyArea):
-    if table.crs.equals(area.crs):
-        return table.x, table.y
-    tr = Transformer.from_crs(table.crs, area.crs, always_xy=True)
-    n = table.x.size
-    if n < 2_000_000:
-        return tr.transform(table.x, table.y, errcheck=False)
-    # PROJ releases the GIL: split big inputs over two threads
-    from concurrent.futures import ThreadPoolExecutor
-
-    x = np.empty(n)
-    y = np.empty(n)
-    cuts = np.linspace(0, n, 3).astype(int)
-
-    def work(i):
-        t = Transformer.from_crs(table.crs, area.crs, always_xy=True)
-        a, b = cuts[i], cuts[i + 1]
-        x[a:b], y[a:b] = t.transform(table.x[a:b], table.y[a:b], errcheck=False)
-
-    with ThreadPoolExecutor(2) as ex:
-        list(ex.map(work, range(2)))
-    return x, y
-
-
 # -- metadata --------------------------------------------------------------------
 
-def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity, person=None, cap=None):
+def base_metadata(*, method, mechanism, epsilon, area, source, sensitivity, person=None, cap=None):
     reasons = []
-    if seeded:
-        reasons.append("a fixed random seed was used (reproducible noise is for tests only)")
+    if not source.private:
+        reasons.append(source.not_private_reason)
     if area.from_data:
         reasons.append("the study area was derived from the private data's own extent")
     return {
@@ -226,6 +121,7 @@ def base_metadata(*, method, mechanism, epsilon, area, seeded, sensitivity, pers
         "sensitivity_points_per_record": sensitivity,
         "epsilon": epsilon,
         "delta": 0.0,
+        "sampler": sampler_description(source),
         "working_crs": _crs_label(area.crs),
         "domain": area.to_metadata(),
         "dpgeo_version": __version__,
@@ -258,6 +154,13 @@ def _progress(cb, frac, msg):
         cb(float(frac), msg)
 
 
+def _reading(cb, span=0.4):
+    """The progress callback of the counting step: records read, mapped onto [0, span) of the run."""
+    if cb is None:
+        return None
+    return lambda frac, msg: cb(float(span * frac), msg)
+
+
 # -- DP-DBSCAN -------------------------------------------------------------------
 
 def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent="grown"):
@@ -276,20 +179,9 @@ def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, ga
     return epsilon, radius_m, min_points, beta, eta, sensitivity
 
 
-def check_overlap(assign, prep):
-    """Refuse to run when no point lies in the study area (a local message to the data owner)."""
-    if assign.n_in == 0:
-        raise DomainError(
-            f"none of the {assign.n_outside:,} points lies inside the study area "
-            f"({prep.area.description}); check --domain and --domain-crs against the data's CRS "
-            f"({prep.diagnostics['input_crs']})"
-        )
-
-
-def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,
+def _dbscan_setup(grid, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,
                   max_dense_cells, max_false_cells, extent="grown"):
-    """All public quantities of a DP-DBSCAN run (no data involved)."""
-    grid = Grid(area, cell_width_for_radius(radius_m, eta))
+    """All public quantities of a DP-DBSCAN run on ``grid`` (no data involved)."""
     kappa = len(neighbourhood_offsets(eta))
     kind = choose_histogram(grid, histogram, max_dense_cells=max_dense_cells)
     q = discrete_laplace_q(epsilon, sensitivity)
@@ -323,7 +215,7 @@ def _dbscan_setup(area, *, epsilon, radius_m, min_points, beta, eta, histogram, 
         "noise": "discrete Laplace (two-sided geometric)",
         "noise_q": q,
     }
-    return grid, kind, q, theta, bound, extent_bound, params
+    return kind, q, theta, bound, extent_bound, params
 
 
 def dbscan_spans(
@@ -346,10 +238,15 @@ def dbscan_spans(
     seed: int | None = None,
     domain_from_data: bool = False,
     input_crs=None,
+    unattended: bool = False,
+    dataset: str | None = None,
+    ledger=None,
+    analyst: str | None = None,
     progress=None,
+    scheduler=None,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
-) -> ClusterLayer:
+) -> Release:
     """ε-differentially private DBSCAN cluster spans as a polygon layer.
 
     Implements Qiu & Yi's DP-DBSCAN (Algorithm 1) with the linear-time sparse
@@ -358,9 +255,12 @@ def dbscan_spans(
 
     Parameters
     ----------
-    points : GeoDataFrame, GeoSeries, str or tuple
-        The private points: a point layer with a CRS, a file path, or
-        ``(x, y, crs)``.
+    points : GeoDataFrame, GeoSeries, str, tuple, PointTable or PointSource
+        The private points: a point layer with a CRS, a file path (also a
+        glob such as ``"data/*.parquet"`` or a folder of Parquet files), a
+        :class:`~dpgeo.counting.PointSource` from
+        :func:`~dpgeo.counting.open_points` (to choose a layer, columns or
+        engine), or ``(x, y, crs)``. Files are read in batches, never whole.
     epsilon : float
         Privacy budget ε (> 0). The whole run is ε-DP (δ = 0).
     radius_m : float
@@ -414,12 +314,44 @@ def dbscan_spans(
         output is marked **not private**.
     input_crs : optional
         CRS for inputs that declare none.
+    unattended : bool
+        Run so that the outcome depends on the data only through the DP
+        output: conditions of the private data (no point inside the study
+        area, no usable record) are not errors but warnings for the data
+        owner (``diagnostics["owner_warnings"]`` and the ``dpgeo.owner``
+        logger), and a valid, possibly empty, layer is released. A service
+        always runs this way. Default ``False``: such conditions raise
+        :class:`~dpgeo.errors.DataError`, an owner-only message, before any
+        noise is drawn.
+    dataset : str, optional
+        The name of the population the guarantee protects, under which the
+        release is charged in the privacy-budget ledger (several files of the
+        same people share one name). Default: the input file's resolved path,
+        or one shared key for in-memory inputs.
+    ledger : dpgeo.budget.Ledger, path, None or False
+        The persistent ledger that records the release and refuses it beyond
+        the dataset's total (:mod:`dpgeo.budget`). ``None`` (default): the
+        default ledger (``$DPGEO_LEDGER``, else the user's data directory).
+        ``False``: record nothing. The charge is made before any private
+        data is read; runs that are not private (a seed, ``domain_from_data``)
+        are never charged.
+    analyst : str, optional
+        Who runs the release, for the ledger (default: the operating-system user).
     progress : callable, optional
-        ``progress(fraction, message)`` between stages; raise from it to cancel.
+        ``progress(fraction, message)`` between stages, and about every
+        second while a long input is read (records read, records per
+        second); raise from it to cancel.
+    scheduler : None, "local", int, str or distributed.Client
+        Count the points with Dask instead of in this process (see
+        :func:`dpgeo.counting.dask.count_with_dask`): ``"local"`` or a number
+        of workers starts a ``LocalCluster`` here, ``"tcp://host:8786"`` or
+        a ``Client`` uses an existing cluster. The workers only count; the
+        noise is drawn here, from the counts. Same layer as without a
+        scheduler for the same seed (with a per-person cap: the same law).
 
     Returns
     -------
-    ClusterLayer
+    Release
 
     Examples
     --------
@@ -435,40 +367,87 @@ def dbscan_spans(
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
-    noise_src = make_generator(seed)
-    _progress(progress, 0.0, "reading points")
-    prep = prepare_points(points, domain=domain, domain_crs=domain_crs, crs=crs,
-                          domain_from_data=domain_from_data, input_crs=input_crs, person=person)
-    _progress(progress, 0.25, "fixing the grid")
-    grid, kind, q, theta, bound, extent_bound, params = _dbscan_setup(
-        prep.area, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
-        histogram=histogram, gamma=gamma, sensitivity=sensitivity,
-        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells, extent=extent)
-    assign = grid.assign(prep.x, prep.y, return_mask=cap is not None)
-    check_overlap(assign, prep)
-    diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
-    cell_id, _ = _kept_cells(assign, prep, cap, noise_src.generator, diag)
-    del assign
-    _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
-    hist = noisy_histogram(grid, cell_id, epsilon=epsilon, sensitivity=sensitivity,
-                           rng=noise_src.generator, method=kind, max_false_cells=max_false_cells)
-    del cell_id
-    _progress(progress, 0.6, "core cells and spans")
-    spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound, extent_bound=extent_bound)
-    _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
-    layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
-    md = base_metadata(method="dbscan_spans", mechanism="DP-DBSCAN spans (Qiu & Yi, Algorithm 1)",
-                       epsilon=epsilon, area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity,
-                       person=_person_label(person), cap=cap)
-    md.update(params)
-    md["grid"] = grid.to_metadata()
-    md["n_clusters"] = spans.n_clusters
-    md["n_span_cells"] = int(spans.cell_id.size)
-    md["n_core_cells"] = spans.n_core_cells
-    md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
+    setup = dict(epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
+                 histogram=histogram, gamma=gamma, sensitivity=sensitivity, max_dense_cells=max_dense_cells,
+                 max_false_cells=max_false_cells, extent=extent)
+
+    def grid_for(area):
+        return Grid(area, cell_width_for_radius(radius_m, eta))
+
+    if not domain_from_data:  # the grid and every public quantity, before any data is read
+        domain = _study_area(domain, domain_crs, crs)
+        grid, grid_for = _fixed_grid(domain, grid_for)
+        _dbscan_setup(grid, **setup)
+    noise_src = NoiseSource(seed)
+    # -- charge: before any private data is read; refused beyond the dataset's total --
+    charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
+                          mechanism="dp-dbscan-spans", analyst=analyst,
+                          private=noise_src.private and not domain_from_data)
+    with charge:
+        # -- count (private; an error here cancels the charge: no noise yet) --
+        with charge.before_noise():
+            _progress(progress, 0.0, _reading_message(points, scheduler))
+            counts = count_points(points, grid_for=grid_for, domain=domain, domain_crs=domain_crs, crs=crs,
+                                  domain_from_data=domain_from_data, input_crs=input_crs, person=person, cap=cap,
+                                  rng=noise_src, unattended=unattended, scheduler=scheduler,
+                                  progress=_reading(progress))
+            grid = counts.grid
+            kind, q, theta, bound, extent_bound, params = _dbscan_setup(grid, **setup)
+        # -- mechanism (the only step that draws noise) --
+        _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
+        hist = _release_histogram(counts, kind=kind, epsilon=epsilon, sensitivity=sensitivity, theta=theta,
+                                  rng=noise_src)
+        diagnostics = counts.diagnostics
+        del counts
+        _progress(progress, 0.6, "core cells and spans")
+        spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound, extent_bound=extent_bound)
+        # -- layer (post-processing) --
+        _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
+        layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
+        md = base_metadata(method="dbscan_spans", mechanism="DP-DBSCAN spans (Qiu & Yi, Algorithm 1)",
+                           epsilon=epsilon, area=grid.area, source=noise_src, sensitivity=sensitivity,
+                           person=_person_label(person), cap=cap)
+        md.update(params)
+        md["grid"] = grid.to_metadata()
+        md["n_clusters"] = spans.n_clusters
+        md["n_span_cells"] = int(spans.cell_id.size)
+        md["n_core_cells"] = spans.n_core_cells
+        md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
+        md.update(charge.metadata())
+        charge.complete()
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
-    return ClusterLayer(layer=layer, metadata=md, diagnostics=diag, cells=spans)
+    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans)
+
+
+def _reading_message(points, scheduler) -> str:
+    return f"reading {_input_label(points)}" + (f" with Dask ({scheduler})" if scheduler is not None else "")
+
+
+def _input_label(points) -> str:
+    if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
+        return os.fsdecode(os.fspath(points))
+    return "points"
+
+
+def _study_area(domain, domain_crs, crs):
+    """The public study area (raises the helpful message when none is given)."""
+    return as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
+
+
+def _fixed_grid(area, grid_for):
+    """The grid of ``area``, built once, and a ``grid_for`` that returns it for that area."""
+    grid = grid_for(area)
+    return grid, (lambda a: grid if a is area else grid_for(a))
+
+
+def _release_histogram(counts: CellCounts, *, kind, epsilon, sensitivity, theta, rng):
+    """The ε-DP histogram of ``counts`` (dense, or sparse with threshold ``theta``)."""
+    if kind == "dense":
+        return dense_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
+                               rng=rng)
+    return sparse_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
+                            theta=theta, rng=rng)
 
 
 def noise_preview(
@@ -510,8 +489,9 @@ def noise_preview(
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    grid, kind, q, theta, bound, _, params = _dbscan_setup(
-        area, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
+    grid = Grid(area, cell_width_for_radius(radius_m, eta))
+    kind, q, theta, bound, _, params = _dbscan_setup(
+        grid, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
         histogram=histogram, gamma=gamma, sensitivity=sensitivity,
         max_dense_cells=max_dense_cells, max_false_cells=max_false_cells, extent=extent)
     params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
@@ -569,8 +549,13 @@ def wavecluster(
     seed: int | None = None,
     domain_from_data: bool = False,
     input_crs=None,
+    unattended: bool = False,
+    dataset: str | None = None,
+    ledger=None,
+    analyst: str | None = None,
     progress=None,
-) -> ClusterLayer:
+    scheduler=None,
+) -> Release:
     """DP WaveCluster (Chen, Yu & Chirkova) as a polygon layer.
 
     Counts on a grid over the public study area → (noisy) counts → level-1
@@ -616,12 +601,23 @@ def wavecluster(
         Fixed seed for tests; the output is marked not private.
     domain_from_data : bool
         Exploration only; the output is marked not private.
+    unattended : bool
+        Conditions of the private data are warnings for the owner, not
+        errors; a valid, possibly empty, layer is released (see
+        :func:`dbscan_spans`).
+    dataset, ledger, analyst
+        The privacy-budget ledger's record of the release (see :func:`dbscan_spans`).
     progress : callable, optional
-        ``progress(fraction, message)`` between stages.
+        ``progress(fraction, message)`` between stages and during long reads.
+    scheduler : optional
+        Count with Dask (see :func:`dbscan_spans`). ``baseline`` counts the
+        same points on three more binnings; each is another counting pass
+        (the input is read again, never held in memory; with a per-person
+        cap the reservoir of kept points is recounted).
 
     Returns
     -------
-    ClusterLayer
+    Release
 
     Examples
     --------
@@ -630,10 +626,11 @@ def wavecluster(
     >>> x = np.r_[rng.normal(300, 40, 4000), rng.normal(1400, 60, 4000)]
     >>> y = np.r_[rng.normal(300, 40, 4000), rng.normal(1200, 60, 4000)]
     >>> res = dpgeo.wavecluster((x, y, "EPSG:32615"), method="privthr", epsilon=1.0, cell_m=50,
-    ...                         domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", crs="EPSG:32615", seed=2)
+    ...                         domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", crs="EPSG:32615", seed=1)
     >>> len(res.layer), res.metadata["method"]
     (2, 'privthr')
     """
+    # -- validate (public inputs only) --
     if method not in WAVECLUSTER_METHODS:
         raise ParameterError(f"method must be one of {', '.join(WAVECLUSTER_METHODS)}; got {method!r}")
     if method != "exact":
@@ -643,51 +640,48 @@ def wavecluster(
     sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
     if not (isinstance(percentile, numbers.Real) and 0 <= percentile < 100):
         raise ParameterError(f"percentile must be in [0, 100), got {percentile!r}")
-    if domain is not None:
-        _wavecluster_grid(as_study_area(domain, domain_crs=domain_crs, working_crs=crs), cell_m, grid_size)
-    from .wave import wavecluster_baseline, wavecluster_cells
 
-    noise_src = make_generator(seed)
-    _progress(progress, 0.0, "reading points")
-    prep = prepare_points(points, domain=domain, domain_crs=domain_crs, crs=crs,
-                          domain_from_data=domain_from_data, input_crs=input_crs, person=person)
-    grid = _wavecluster_grid(prep.area, cell_m, grid_size)
-    _progress(progress, 0.3, f"counting on a {grid.nx} x {grid.ny} grid")
-    assign = grid.assign(prep.x, prep.y, return_mask=(method == "baseline" or cap is not None))
-    check_overlap(assign, prep)
-    diag = dict(prep.diagnostics, n_outside_domain=assign.n_outside, n_used=assign.n_in)
-    cell_id, kept = _kept_cells(assign, prep, cap, noise_src.generator, diag)
-    _progress(progress, 0.5, f"{method}: wavelet approximation and threshold")
-    if method == "baseline":
-        res = wavecluster_baseline(prep.x[kept], prep.y[kept], bounds=grid.bounds,
-                                   shape=(grid.ny, grid.nx), epsilon=epsilon, percentile=percentile,
-                                   wavelet=wavelet, mode=mode, n_public=n_public, sensitivity=sensitivity,
-                                   rng=noise_src)
-    else:
-        counts = np.bincount(cell_id, minlength=grid.nx * grid.ny).reshape(grid.ny, grid.nx)
-        res = wavecluster_cells(counts, method=method, epsilon=epsilon, percentile=percentile, wavelet=wavelet,
-                                mode=mode, count_split=count_split, count_cap=count_cap, n_public=n_public,
-                                sensitivity=sensitivity, universe=grid.universe_mask(), k_rule=k_rule,
-                                rng=noise_src)
-        if method == "exact":
-            res.noisy_counts = counts  # the true counts: the output is not private anyway
+    def grid_for(area):
+        return _wavecluster_grid(area, cell_m, grid_size)
+
+    if not domain_from_data:
+        domain = _study_area(domain, domain_crs, crs)
+        _, grid_for = _fixed_grid(domain, grid_for)
+    noise_src = NoiseSource(seed)
+    # -- charge: before any private data is read; refused beyond the dataset's total --
+    charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
+                          mechanism=f"dp-wavecluster-{method}", analyst=analyst,
+                          private=noise_src.private and not domain_from_data and method != "exact")
+    with charge:
+        # -- count (private; an error here cancels the charge: no noise yet) --
+        with charge.before_noise():
+            _progress(progress, 0.0, _reading_message(points, scheduler))
+            counts = count_points(points, grid_for=grid_for, domain=domain, domain_crs=domain_crs, crs=crs,
+                                  domain_from_data=domain_from_data, input_crs=input_crs, person=person, cap=cap,
+                                  rng=noise_src, unattended=unattended, recountable=(method == "baseline"),
+                                  scheduler=scheduler, progress=_reading(progress, 0.5))
+            grid = counts.grid
+        # -- mechanism (the only step that draws noise) --
+        _progress(progress, 0.5, f"{method} on a {grid.nx} x {grid.ny} grid: wavelet approximation and threshold")
+        res = _wavecluster_mechanism(counts, method=method, epsilon=epsilon, percentile=percentile,
+                                     wavelet=wavelet, mode=mode, count_split=count_split, count_cap=count_cap,
+                                     n_public=n_public, k_rule=k_rule, sensitivity=sensitivity, source=noise_src)
+        diagnostics = counts.diagnostics
         del counts
-    del assign, cell_id, kept
+        charge.complete()
+    # -- layer (post-processing) --
     _progress(progress, 0.8, f"polygons for {res.n_clusters} clusters")
     flat = res.labels.ravel()
     cell_id = np.flatnonzero(flat)
     label = flat[cell_id].astype(np.int64)
     count = res.noisy_counts.ravel()[cell_id].astype(np.int64)
-    if method == "exact":
-        layer = cluster_polygons(grid, cell_id, label, count, q=None)
-    else:
-        layer = cluster_polygons(grid, cell_id, label, count, q=res.q)
+    layer = cluster_polygons(grid, cell_id, label, count, q=None if method == "exact" else res.q)
     md = base_metadata(method=method, mechanism=f"DP WaveCluster ({_WC_NAMES[method]})", epsilon=epsilon,
-                       area=prep.area, seeded=noise_src.seeded, sensitivity=sensitivity,
+                       area=grid.area, source=noise_src, sensitivity=sensitivity,
                        person=_person_label(person), cap=cap)
     rep = dict(res.report)
     reasons = md["not_private_reasons"] + [r for r in rep.pop("not_private_reasons", [])
-                                           if "seeded" not in r]
+                                           if r not in md["not_private_reasons"]]
     rep.pop("differentially_private", None)
     rep.pop("epsilon", None)
     rep.pop("mechanism", None)
@@ -699,16 +693,36 @@ def wavecluster(
     md["n_cells"] = grid.n_cells
     md["grid"] = grid.to_metadata()
     md["n_clusters"] = res.n_clusters
+    md.update(charge.metadata())
     md["dp_count_interval"] = (
         "none: exact counts (not private)" if method == "exact" else
         "none: baseline counts are synthetic" if res.q is None else
         "95%: sum of released cell counts ± noise quantile, clipped at 0")
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
-    from .dbscan import SpanCells
+    from ..mechanisms.dbscan import SpanCells
 
     cells = SpanCells(grid, cell_id, label, count, res.n_clusters)
-    return ClusterLayer(layer=layer, metadata=md, diagnostics=diag, cells=cells)
+    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells)
+
+
+def _wavecluster_mechanism(counts: CellCounts, *, method, epsilon, percentile, wavelet, mode, count_split,
+                           count_cap, n_public, k_rule, sensitivity, source):
+    """Run one WaveCluster method on the counts (the baseline recounts the same points on its own grids)."""
+    from ..mechanisms.wavecluster import wavecluster_baseline, wavecluster_cells
+
+    grid = counts.grid
+    if method == "baseline":
+        return wavecluster_baseline(None, None, bounds=grid.bounds, shape=(grid.ny, grid.nx), epsilon=epsilon,
+                                    percentile=percentile, wavelet=wavelet, mode=mode, n_public=n_public,
+                                    sensitivity=sensitivity, rng=source, count_on=counts.recount)
+    dense = counts.dense()
+    res = wavecluster_cells(dense, method=method, epsilon=epsilon, percentile=percentile, wavelet=wavelet,
+                            mode=mode, count_split=count_split, count_cap=count_cap, n_public=n_public,
+                            sensitivity=sensitivity, universe=grid.universe_mask(), k_rule=k_rule, rng=source)
+    if method == "exact":
+        res.noisy_counts = dense  # the true counts: the output is not private anyway
+    return res
 
 
 _WC_NAMES = {"privthr": "PrivTHR", "privthr-em": "PrivTHR_EM", "privqt": "PrivQT",

@@ -7,15 +7,19 @@ traceback), 1 unexpected failure. Output files are written atomically.
 from __future__ import annotations
 
 import argparse
+import os
 import contextlib
 import json
-import os
 import sys
 import time
 import warnings
 
-from ._version import __version__
-from .errors import DpgeoError, NotPrivateWarning
+from .._version import __version__
+from ..errors import BudgetWarning, DpgeoError, NotPrivateWarning
+from .budget import register as register_budget_commands
+from .export import register as register_export_command
+from .outputs import budget_line, check_out_crs, check_output_paths, write_outputs
+from .serve import register as register_serve_command
 
 __all__ = ["main", "build_parser"]
 
@@ -58,7 +62,13 @@ def _add_domain_args(p, with_data_flag=True):
 _ENGINES = ("auto", "pyogrio", "fiona")
 
 
-def _add_engine_arg(g):
+def _add_engine_arg(g, counting=False):
+    if counting:
+        g.add_argument("--engine", choices=(*_ENGINES, "dask"), default="auto",
+                       help="GDAL binding that reads and writes vector files (default auto: pyogrio if installed, "
+                            "else fiona); 'dask' counts the points with Dask instead (on --scheduler, else on a "
+                            "local cluster started here) and uses the auto binding for files")
+        return
     g.add_argument("--engine", choices=_ENGINES, default="auto",
                    help="GDAL binding that reads and writes vector files (default auto: pyogrio if installed, "
                         "else fiona)")
@@ -79,25 +89,46 @@ def _domain_engine(engine):
             geopandas.options.io_engine = old
 
 
+_INPUT_HELP = ("point layer: GeoPackage, GeoJSON, Shapefile (anything GDAL reads), GeoParquet, Parquet or CSV "
+               "(also .csv.gz) with coordinate columns, a glob of files ('data/*.parquet', quoted) or a folder of "
+               "Parquet files (hive partitions included); read in batches, never whole")
+
+
 def _add_input_args(p):
-    p.add_argument("input", help="point layer: GeoPackage, GeoJSON, Shapefile, GeoParquet or CSV")
-    p.add_argument("-o", "--output", required=True, help="output .gpkg or .geojson (written atomically)")
+    p.add_argument("input", help=_INPUT_HELP)
+    p.add_argument("-o", "--output", required=True, action="append", metavar="OUTPUT",
+                   help="output .gpkg, .geojson, .html (self-contained web map) or .png (static map), written "
+                        "atomically; give -o several times to write the same release (one charge) to several files")
     g = p.add_argument_group("input")
     g.add_argument("--layer", default=None, help="layer name in a multi-layer input")
-    g.add_argument("--x", default=None, metavar="COLUMN", help="CSV x/longitude column")
-    g.add_argument("--y", default=None, metavar="COLUMN", help="CSV y/latitude column")
+    g.add_argument("--x", default=None, metavar="COLUMN", help="x/longitude column of a table (CSV, Parquet)")
+    g.add_argument("--y", default=None, metavar="COLUMN", help="y/latitude column of a table (CSV, Parquet)")
     g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
     g.add_argument("--out-crs", default=None, metavar="CRS",
-                   help="CRS of a GeoPackage output (default: the working CRS); GeoJSON is always EPSG:4326")
-    _add_engine_arg(g)
+                   help="CRS of a GeoPackage output or of a PNG's drawing (default: the working CRS); "
+                        "GeoJSON and HTML are always EPSG:4326")
+    _add_engine_arg(g, counting=True)
+    g.add_argument("--scheduler", default=None, metavar="local[:N]|ADDRESS",
+                   help="count the points with Dask: 'local' starts a cluster of one worker per core on this "
+                        "machine ('local:N': N workers), an address such as tcp://host:8786 uses a running Dask "
+                        "cluster (needs pip install 'dpgeo[dask]'; see docs/scale.md). The workers only count; "
+                        "the noise is drawn here. Implies --engine dask. Default: count here, in one process")
+    g = p.add_argument_group("HTML map")
+    g.add_argument("--basemap", default=None, metavar="URL",
+                   help="XYZ tile URL template drawn under an .html map, e.g. "
+                        "https://tile.example.org/{z}/{x}/{y}.png. Default: no basemap, and the map requests "
+                        "nothing from any host (tile servers see who views the map)")
+    g.add_argument("--basemap-attribution", default=None, metavar="TEXT",
+                   help="credit shown for the --basemap tiles (plain text)")
 
 
-def _add_privacy_args(p, epsilon_required=True, with_person=False):
+def _add_privacy_args(p, epsilon_required=True, with_person=False,
+                      epsilon_help="privacy budget ε (> 0); not used by exact"):
     g = p.add_argument_group("privacy")
     if epsilon_required:
         g.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
     else:
-        g.add_argument("--epsilon", type=float, default=None, help="privacy budget ε (> 0); not used by exact")
+        g.add_argument("--epsilon", type=float, default=None, help=epsilon_help)
     g.add_argument("--max-points-per-record", type=int, default=1, metavar="N",
                    help="points one record may contribute; scales the noise (default 1)")
     if with_person:
@@ -108,6 +139,16 @@ def _add_privacy_args(p, epsilon_required=True, with_person=False):
                        help="keep at most K random points per person; the noise scales with K")
     g.add_argument("--seed", type=int, default=None,
                    help="fixed random seed, FOR TESTS ONLY: the output is marked not private")
+    if with_person:  # the run commands
+        g.add_argument("--dataset", default=None, metavar="NAME",
+                       help="the population this release protects, as named in the privacy-budget ledger "
+                            "(default: the input's resolved path); several files of the same people share one name")
+        g.add_argument("--ledger", default=None, metavar="PATH",
+                       help="privacy-budget ledger file (default: $DPGEO_LEDGER, else your user data directory)")
+        g.add_argument("--unattended", action="store_true",
+                       help="conditions of the data (no point in the study area, no usable record) are warnings "
+                            "for you, not errors: a valid, possibly empty, layer is always written, so whoever "
+                            "sees only the output learns nothing beyond the DP result")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,13 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
     pv.set_defaults(func=_cmd_preview)
 
     info = sub.add_parser("info", help="print the privacy metadata of a dpgeo output file")
-    info.add_argument("path", help="a .gpkg or .geojson written by dpgeo")
+    info.add_argument("path", help="a .gpkg, .geojson, .html or .png written by dpgeo")
     info.add_argument("--json", action="store_true", help="print JSON")
     _add_engine_arg(info)
     info.set_defaults(func=_cmd_info)
 
     _extra_commands(sub)
+    _kmeans_command(sub)
     _compare_command(sub)
+    register_budget_commands(sub)
+    register_export_command(sub)
+    register_serve_command(sub)
     return parser
 
 
@@ -196,7 +241,8 @@ def _extra_commands(sub):
     _add_privacy_args(wc, epsilon_required=False, with_person=True)
     g = wc.add_argument_group("WaveCluster")
     g.add_argument("--method", choices=["privthr", "privthr-em", "privqt", "baseline", "exact"],
-                   default="privthr", help="mechanism (default privthr; exact is NOT private)")
+                   default="privthr", help="mechanism (default privthr; exact is NOT private; baseline reads the "
+                                           "input three more times, to count it on its adaptive grids)")
     size = g.add_mutually_exclusive_group(required=True)
     size.add_argument("--cell", type=float, help="cell width in metres")
     size.add_argument("--grid", type=int, help="cells along the longer side of the study area")
@@ -216,7 +262,7 @@ def _extra_commands(sub):
 
 
 def _cmd_wavecluster(args):
-    from .pipeline import wavecluster
+    from ..pipeline import wavecluster
 
     prog, domain, table = _prepare_run(args)
     res = wavecluster(
@@ -225,39 +271,71 @@ def _cmd_wavecluster(args):
         count_split=args.count_split, count_cap=args.count_cap, n_public=args.n_public, k_rule=args.k_rule,
         sensitivity=args.max_points_per_record, person=args.person,
         max_points_per_person=args.max_points_per_person, seed=args.seed, domain_from_data=args.domain_from_data,
-        progress=prog,
+        unattended=args.unattended, dataset=args.dataset, ledger=args.ledger, progress=prog,
+        scheduler=args.scheduler,
     )
-    res.to_file(args.output, crs=args.out_crs, engine=args.engine)
-    report_run(res, args, args.output)
+    written = write_outputs(res, args)
+    report_run(res, args, written)
+    return 0
+
+
+def _kmeans_command(sub):
+    from .kmeans import DESCRIPTION, EXAMPLES, HELP, add_arguments
+
+    km = sub.add_parser("kmeans", help=HELP, description=DESCRIPTION, epilog=EXAMPLES,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_input_args(km)
+    _add_privacy_args(km, with_person=True)
+    add_arguments(km)
+    _add_domain_args(km)
+    km.add_argument("-q", "--quiet", action="store_true", help="no progress or diagnostics")
+    km.set_defaults(func=_cmd_kmeans)
+
+
+def _cmd_kmeans(args):
+    from .kmeans import check_arguments, run
+
+    check_arguments(args)  # everything public is checked before the input is read
+    prog, domain, table = _prepare_run(args)
+    res = run(args, table, domain, prog)
+    report_run(res, args, write_outputs(res, args))
     return 0
 
 
 class _Progress:
+    """Stage lines on stderr; while a long input is read, one line that updates (a new line every 10 s when
+    stderr is not a terminal)."""
+
     def __init__(self, quiet):
         self.quiet = quiet
         self.t0 = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+        self.open_line = False
+        self.last = -1e9
 
     def __call__(self, frac, msg):
-        if not self.quiet:
-            print(f"[{frac * 100:3.0f}%] {msg}  ({time.perf_counter() - self.t0:.1f} s)", file=sys.stderr)
-
-
-def check_output_path(path):
-    """Fail before reading any data if the output cannot be written."""
-    from .io import output_driver
-
-    output_driver(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        from .errors import OutputError
-
-        raise OutputError(f"output folder {folder!r} does not exist")
+        if self.quiet:
+            return
+        now = time.perf_counter()
+        line = f"[{frac * 100:3.0f}%] {msg}  ({now - self.t0:.1f} s)"
+        if msg.startswith(("read ", "counted ")):  # a reading update
+            if self.tty:
+                print("\r" + line + "\033[K", end="", file=sys.stderr, flush=True)
+                self.open_line = True
+            elif now - self.last >= 10:
+                print(line, file=sys.stderr, flush=True)
+                self.last = now
+            return
+        if self.open_line:
+            print(file=sys.stderr)
+            self.open_line = False
+        print(line, file=sys.stderr)
 
 
 def resolve_domain(args):
     """The public study area from --domain/--domain-crs/--crs (None with --domain-from-data)."""
-    from .domain import as_study_area
-    from .errors import DomainError
+    from ..domain import as_study_area
+    from ..errors import DomainError
 
     if getattr(args, "domain_from_data", False):
         if args.domain is not None:
@@ -268,30 +346,52 @@ def resolve_domain(args):
 
 
 def _prepare_run(args):
-    """Check the output path and the public study area, then read the (private) input."""
-    from .io import check_engine, read_points
+    """Check the outputs and the public study area; describe the (private) input without reading it."""
+    from ..counting.inputs import PointFile
+    from ..errors import DataError
+    from ..formats import check_engine
 
-    from .pipeline import _contribution
+    from ..pipeline import _contribution
 
     _contribution(args.person, args.max_points_per_person, args.max_points_per_record)
-    check_output_path(args.output)
-    check_engine(args.engine, read=args.input, write=args.output)
+    if args.engine == "dask":  # count with Dask; files are read with the default GDAL binding
+        args.engine = "auto"
+        args.scheduler = args.scheduler or "local"
+    check_output_paths(args.output, args)
+    check_out_crs(args.output, args.out_crs)
+    for out in args.output:
+        check_engine(args.engine, read=args.input, write=out)
+    if args.scheduler is not None:
+        from ..counting.dask import _local_workers, _need_dask
+
+        _local_workers(args.scheduler)
+        _need_dask()
     domain = resolve_domain(args)
     prog = _Progress(args.quiet)
-    prog(0.0, f"reading {args.input}")
-    table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
-                        person=args.person, engine=args.engine)
+    # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
+    table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
+                      person=args.person, engine=args.engine)
+    try:  # the input's structure (files, layer, columns, CRS) is checked now; no record is read
+        table.open()
+    except DataError:  # a condition of the data itself: the counting step decides (owner or unattended)
+        pass
     return prog, domain, table
 
 
-def report_run(res, args, path):
+def report_run(res, args, paths):
     """Print the local diagnostics and what was written (stderr)."""
     if args.quiet:
         return
+    from ..counting.decode import describe_drops
+
     d = res.diagnostics
+    for w in d.get("owner_warnings", []):
+        print(f"warning (about your private data; exact, do not publish): {w}", file=sys.stderr)
+    why = describe_drops(d.get("dropped_by_reason") or {})
     print(
-        f"input: {d.get('n_read', 0):,} records read, {d.get('n_dropped_invalid', 0):,} dropped "
-        f"(empty/NaN), {d.get('n_outside_domain', 0):,} outside the study area, {d.get('n_used', 0):,} used."
+        f"input: {d.get('n_read') or 0:,} records read, {d.get('n_dropped_invalid') or 0:,} dropped"
+        + (f" ({why})" if d.get("n_dropped_invalid") else "")
+        + f", {d.get('n_outside_domain', 0):,} outside the study area, {d.get('n_used', 0):,} used."
         + (f"\n       {d['n_dropped_by_person_cap']:,} points dropped by the per-person cap."
            if "n_dropped_by_person_cap" in d else "")
         + "\n       (these counts describe your private data: do not publish them)",
@@ -299,14 +399,17 @@ def report_run(res, args, path):
     )
     md = res.metadata
     eps = "n/a" if md.get("epsilon") is None else f"{md['epsilon']:g}"
-    print(f"wrote {path}: {len(res.layer)} clusters; epsilon={eps}; "
+    print(f"wrote {', '.join(map(str, paths))}: {len(res.layer)} clusters; epsilon={eps}; "
           f"differentially_private={str(md['differentially_private']).lower()}", file=sys.stderr)
     if not md["differentially_private"]:
         print("WARNING: NOT differentially private: " + "; ".join(md["not_private_reasons"]), file=sys.stderr)
+    line = budget_line(md)
+    if line:
+        print(line, file=sys.stderr)
 
 
 def _cmd_spans(args):
-    from .pipeline import _check_dbscan_params, dbscan_spans
+    from ..pipeline import _check_dbscan_params, dbscan_spans
 
     # everything public is checked before the (possibly large) input is read
     _check_dbscan_params(args.epsilon, args.radius, args.min_points, args.beta, args.eta,
@@ -317,22 +420,23 @@ def _cmd_spans(args):
         domain=domain, crs=args.crs, beta=args.beta, eta=args.eta,
         histogram=args.histogram, gamma=args.gamma, extent=args.extent, sensitivity=args.max_points_per_record,
         person=args.person, max_points_per_person=args.max_points_per_person,
-        seed=args.seed, domain_from_data=args.domain_from_data, progress=prog,
+        seed=args.seed, domain_from_data=args.domain_from_data, unattended=args.unattended, dataset=args.dataset,
+        ledger=args.ledger, progress=prog, scheduler=args.scheduler,
     )
-    res.to_file(args.output, crs=args.out_crs, engine=args.engine)
-    report_run(res, args, args.output)
+    written = write_outputs(res, args)
+    report_run(res, args, written)
     return 0
 
 
 def _cmd_preview(args):
-    from .pipeline import noise_preview
-    from .result import format_metadata
+    from ..pipeline import noise_preview
+    from ..release import format_metadata
 
     if args.domain is None:
-        from .domain import as_study_area
+        from ..domain import as_study_area
 
         as_study_area(None)
-    from .io import check_engine
+    from ..formats import check_engine
 
     check_engine(args.engine)
     with _domain_engine(args.engine):
@@ -345,8 +449,8 @@ def _cmd_preview(args):
 
 
 def _cmd_info(args):
-    from .io import read_layer_metadata
-    from .result import format_metadata
+    from ..io import read_layer_metadata
+    from ..release import format_metadata
 
     md = read_layer_metadata(args.path, engine=args.engine)
     print(json.dumps(md, indent=2) if args.json else format_metadata(md))
@@ -361,6 +465,12 @@ examples:
   # DP WaveCluster (PrivTHR) against exact WaveCluster on the same grid
   dpgeo compare stops.gpkg -o compare.png --algorithm wavecluster --epsilon 0.5 --cell 250 \\
       --domain minneapolis_study_area.geojson
+  # DP k-means (Voronoi cells with noisy counts) against k-means, k = 8
+  dpgeo compare stops.gpkg -o compare.png --algorithm kmeans --epsilon 1 --k 8 \\
+      --domain minneapolis_study_area.geojson
+  # comparison systems from the literature that are NOT differentially private
+  dpgeo compare stops.gpkg -o compare.png --algorithm eppkm --k 8 --bags 1 --domain ...
+  dpgeo compare stops.gpkg -o compare.png --algorithm diffhwt --epsilon 1 --k 8 --domain ...
 
 The report and the map are computed from the exact data: they are NOT private.
 Use them to choose ε and the parameters; never publish them.
@@ -375,20 +485,24 @@ def _compare_command(sub):
                     "data and is NOT differentially private: it is for the data owner only.",
         epilog=_COMPARE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cp.add_argument("input", help="point layer: GeoPackage, GeoJSON, Shapefile, GeoParquet or CSV")
+    cp.add_argument("input", help=_INPUT_HELP.replace("; read in batches, never whole", "; held in memory"))
     cp.add_argument("-o", "--output", required=True, metavar="PNG",
                     help="side-by-side map, .png (written atomically; NOT private)")
-    cp.add_argument("--algorithm", choices=["spans", "wavecluster"], default="spans",
-                    help="spans: DP-DBSCAN vs DBSCAN (default); wavecluster: DP WaveCluster vs exact")
+    cp.add_argument("--algorithm", choices=["spans", "wavecluster", "kmeans", "eppkm", "diffhwt"],
+                    default="spans",
+                    help="spans: DP-DBSCAN vs DBSCAN (default); wavecluster: DP WaveCluster vs exact; kmeans: "
+                         "DP k-means vs k-means; eppkm, diffhwt: comparison systems that are NOT differentially "
+                         "private, vs k-means")
     cp.add_argument("--json", action="store_true", help="print the measures as JSON (with the notice)")
     cp.add_argument("-q", "--quiet", action="store_true", help="no progress")
     g = cp.add_argument_group("input")
     g.add_argument("--layer", default=None, help="layer name in a multi-layer input")
-    g.add_argument("--x", default=None, metavar="COLUMN", help="CSV x/longitude column")
-    g.add_argument("--y", default=None, metavar="COLUMN", help="CSV y/latitude column")
+    g.add_argument("--x", default=None, metavar="COLUMN", help="x/longitude column of a table (CSV, Parquet)")
+    g.add_argument("--y", default=None, metavar="COLUMN", help="y/latitude column of a table (CSV, Parquet)")
     g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
     _add_engine_arg(g)
-    _add_privacy_args(cp)
+    _add_privacy_args(cp, epsilon_required=False,
+                      epsilon_help="privacy budget ε (> 0); required except for eppkm (which adds no noise)")
     g = cp.add_argument_group("DBSCAN (--algorithm spans)")
     g.add_argument("--radius", type=float, default=None, help="DBSCAN radius α in metres")
     g.add_argument("--min-points", type=int, default=None, help="DBSCAN MinPts")
@@ -410,22 +524,38 @@ def _compare_command(sub):
     g.add_argument("--count-cap", type=float, default=None)
     g.add_argument("--n-public", type=int, default=None)
     g.add_argument("--k-rule", choices=["direct", "prune", "prune-half"], default="direct")
+    g = cp.add_argument_group("k-means family (--algorithm kmeans, eppkm, diffhwt)")
+    g.add_argument("--k", type=int, default=None, help="number of clusters")
+    g.add_argument("--iterations", type=int, default=None, help="kmeans: Lloyd iterations (default 5)")
+    g.add_argument("--layer-share", type=float, default=None,
+                   help="kmeans: share of ε for the cells' counts (default 0.1)")
+    g.add_argument("--bags", type=int, default=1, help="eppkm: bootstrap bags B (default 1)")
+    g.add_argument("--calibration", choices=["attribute", "record"], default="attribute",
+                   help="diffhwt: noise for one attribute (the paper) or one whole record")
     _add_domain_args(cp, with_data_flag=False)
     cp.set_defaults(func=_cmd_compare)
 
 
 def _cmd_compare(args):
-    from .compare import NOT_PRIVATE_NOTICE, check_png_path, compare
-    from .io import check_engine, read_points
+    from ..compare import NOT_PRIVATE_NOTICE, check_png_path, compare
+    from ..counting.readers import read_points
+    from ..formats import check_engine
 
     if args.algorithm == "spans":
         params = dict(radius_m=args.radius, min_points=args.min_points, beta=args.beta, eta=args.eta,
                       histogram=args.histogram, gamma=args.gamma, extent=args.extent,
                       sensitivity=args.max_points_per_record)
         if args.radius is None or args.min_points is None:
-            from .errors import ParameterError
+            from ..errors import ParameterError
 
             raise ParameterError("--algorithm spans needs --radius and --min-points")
+    elif args.algorithm == "kmeans":
+        params = dict(k=args.k, iterations=args.iterations, layer_share=args.layer_share,
+                      sensitivity=args.max_points_per_record)
+    elif args.algorithm == "eppkm":
+        params = dict(k=args.k, bags=args.bags)
+    elif args.algorithm == "diffhwt":
+        params = dict(k=args.k, calibration=args.calibration)
     else:
         params = dict(method=args.method, cell_m=args.cell, grid_size=args.grid, percentile=args.percentile,
                       wavelet=args.wavelet, count_split=args.count_split, count_cap=args.count_cap,
@@ -433,7 +563,7 @@ def _cmd_compare(args):
     check_png_path(args.output)
     check_engine(args.engine, read=args.input)
     domain = resolve_domain(args)
-    from .compare import _check_params
+    from ..compare import _check_params
 
     _check_params(args.algorithm, args.epsilon, {k: v for k, v in params.items() if v is not None}, domain,
                   None, args.crs)  # everything public is checked before the input is read
@@ -452,6 +582,18 @@ def _cmd_compare(args):
     return 0
 
 
+def _print_warnings(caught):
+    """Warnings raised during a command, one line each (budget notes first)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for w in caught:
+        if issubclass(w.category, NotPrivateWarning):
+            continue
+        if not issubclass(w.category, BudgetWarning) and not os.path.abspath(w.filename).startswith(package):
+            continue  # a library's own warning text is not for dpgeo's users
+        kind = "note" if issubclass(w.category, BudgetWarning) else "warning"
+        print(f"dpgeo: {kind}: {w.message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -459,14 +601,18 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("ignore", NotPrivateWarning)  # the CLI reports it itself
-            return args.func(args)
+            warnings.simplefilter("always", BudgetWarning)
+            try:
+                return args.func(args)
+            finally:
+                _print_warnings(caught)
     except DpgeoError as exc:
         print(f"dpgeo: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("dpgeo: interrupted; no output written", file=sys.stderr)
+        print(("\n" if sys.stderr.isatty() else "") + "dpgeo: interrupted; no output written", file=sys.stderr)
         return 130
     except Exception as exc:  # unexpected: one line unless --debug
         if getattr(args, "debug", False):

@@ -1,0 +1,205 @@
+"""Load on ``dpgeo serve`` over loopback: latency, and the budget holding under concurrent releases.
+
+Starts ``dpgeo serve`` on 127.0.0.1 with the sample layer (51,920 Minneapolis police stops) as dataset
+``stops`` with a total budget that allows exactly ``--fit`` releases, then, from ``--clients``
+concurrent clients (threads, one analyst each, plain HTTP):
+
+1. ``--requests`` noise previews (no data read, no budget): p50/p95 latency;
+2. ``--requests`` DP-DBSCAN span releases at ε = total / fit: exactly ``fit`` must succeed (200) and
+   every other one be refused (409), and the ledger must sum to the total; p50/p95 latency of the
+   successes (which queue for the worker) and of the refusals.
+
+Baselines measured in the same run: ``GET /conformance`` (the framework's floor), one release over
+HTTP with no other load, and the same release in-process (``dpgeo.dbscan_spans``, no service).
+
+Prints figures; exits 1 only if the budget was overspent or the count of successes is wrong.
+
+Usage::
+
+    python benchmarks/bench_service.py                        # 200 requests, 20 clients, 10 releases fit
+    python benchmarks/bench_service.py --requests 60 --clients 10 --fit 4 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+POINTS = ROOT / "sample_layers" / "minneapolis_police_stops_2017.gpkg"
+AREA = ROOT / "sample_layers" / "minneapolis_study_area.geojson"
+SPANS = {"dataset": "stops", "radius_m": 150, "min_points": 40}
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, round(q / 100 * (len(v) - 1)))]
+
+
+def fmt(values):
+    return (f"p50 {1000 * pct(values, 50):8.1f} ms   p95 {1000 * pct(values, 95):8.1f} ms   "
+            f"(n = {len(values)})")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(folder, args):
+    from dpgeo.server.auth import hash_token
+
+    tokens = {f"a{i:02d}": f"bench-token-{i:02d}-" + "x" * 32 for i in range(args.clients)}
+    lines = ["[server]", 'ledger = "ledger.sqlite"', 'releases = "releases/"', f"workers = {args.workers}",
+             "requests_per_minute = 100000", "executions_per_minute = 100000",
+             f"max_queued_jobs = {max(32, args.clients)}",
+             "", "[datasets.stops]", f'path = "{POINTS}"', f'study_area = "{AREA}"',
+             f'total_epsilon = "{args.total}"']
+    for name, tok in tokens.items():
+        lines += ["", f"[analysts.{name}]", f'token_sha256 = "{hash_token(tok)}"', 'datasets = ["stops"]']
+    cfg = Path(folder) / "service.toml"
+    cfg.write_text("\n".join(lines) + "\n")
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    log = open(Path(folder) / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "dpgeo", "serve", str(cfg), "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    import requests
+
+    for _ in range(600):
+        try:
+            if requests.get(url + "/conformance", timeout=1).ok:
+                break
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    else:
+        proc.terminate()
+        raise SystemExit("the server did not start; see " + str(Path(folder) / "server.log"))
+    return proc, url, tokens
+
+
+def run_many(url, tokens, n, clients, make_request):
+    """``n`` requests from ``clients`` threads (one analyst and one HTTP session each); [(status, seconds)].
+
+    A session belongs to one thread: it sends its next request as soon as the
+    last one is answered, so its keep-alive connection is never left idle
+    long enough for the server to close it under the client's feet.
+    """
+    import itertools
+    import threading
+
+    import requests
+
+    names = itertools.cycle(list(tokens)[:clients])
+    local = threading.local()
+    lock = threading.Lock()
+
+    def one(i):
+        if not hasattr(local, "session"):
+            with lock:
+                name = next(names)
+            local.session = requests.Session()
+            local.session.headers["Authorization"] = f"Bearer {tokens[name]}"
+        t0 = time.perf_counter()
+        r = make_request(local.session, url, i)
+        return r.status_code, time.perf_counter() - t0
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--fit", type=int, default=10, help="releases the total budget allows")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes of the server")
+    args = ap.parse_args()
+    eps = Fraction(1, 10)
+    args.total = str(eps * args.fit)
+    sys.path.insert(0, str(ROOT))
+    import requests
+
+    import dpgeo
+    from dpgeo.budget import Ledger
+
+    with tempfile.TemporaryDirectory(prefix="dpgeo-bench-service-") as folder:
+        proc, url, tokens = start(folder, args)
+        try:
+            print(f"dpgeo serve on {url}: {args.workers} worker(s); dataset 'stops' (sample layer), total epsilon "
+                  f"{args.total} = {args.fit} releases at epsilon {float(eps):g}; {args.clients} clients\n")
+            s = requests.Session()
+            base = []
+            for _ in range(50):
+                t0 = time.perf_counter()
+                s.get(url + "/conformance")
+                base.append(time.perf_counter() - t0)
+            print(f"baseline GET /conformance, one client:        {fmt(base)}")
+
+            def preview(sess, u, i):  # every request a different MinPts: no answer comes from the cache
+                return sess.post(u + "/processes/noise-preview/execution",
+                                 json={"inputs": dict(SPANS, epsilon=float(eps), min_points=1000 + i)})
+
+            one = [t for _, t in run_many(url, tokens, 20, 1, lambda se, u, i: preview(se, u, 10**6 + i))]
+            print(f"noise preview, one client:                   {fmt(one)}")
+            res = run_many(url, tokens, args.requests, args.clients, preview)
+            ok = [t for c, t in res if c == 200]
+            print(f"noise preview, {args.clients} concurrent clients:     {fmt(ok)}"
+                  + ("" if len(ok) == len(res) else f"  ({len(res) - len(ok)} not 200!)"))
+
+            # one release with no other load, then the same in-process
+            t0 = time.perf_counter()
+            r = s.post(url + "/processes/dp-dbscan-spans/execution", json={"inputs": dict(SPANS, epsilon=float(eps))},
+                       headers={"Authorization": f"Bearer {tokens['a00']}"})
+            single = time.perf_counter() - t0
+            assert r.status_code == 200, r.text
+            t0 = time.perf_counter()
+            dpgeo.dbscan_spans(str(POINTS), epsilon=float(eps), radius_m=150, min_points=40, domain=str(AREA),
+                               unattended=True, dataset="stops-in-process",
+                               ledger=str(Path(folder) / "in-process-ledger.sqlite"))  # not the user's ledger
+            inproc = time.perf_counter() - t0
+            print(f"one spans release over HTTP, no other load:  {1000 * single:8.1f} ms "
+                  f"(in-process dpgeo.dbscan_spans, no files: {1000 * inproc:.1f} ms)")
+
+            def release(sess, u, i):
+                return sess.post(u + "/processes/dp-dbscan-spans/execution",
+                                 json={"inputs": dict(SPANS, epsilon=float(eps))})
+
+            t0 = time.perf_counter()
+            res = run_many(url, tokens, args.requests, args.clients, release)
+            wall = time.perf_counter() - t0
+            codes = [c for c, _ in res]
+            wins = [t for c, t in res if c == 200]
+            refused = [t for c, t in res if c == 409]
+            print(f"spans releases, {args.clients} concurrent clients, {args.requests} requests in {wall:.1f} s:")
+            print(f"  succeeded (200):                            {fmt(wins)}")
+            print(f"  refused, budget (409):                      {fmt(refused)}")
+            other = sorted({c for c in codes if c not in (200, 409)})
+            ledger = Ledger(Path(folder) / "ledger.sqlite").budget("stops")
+            fit = args.fit - 1  # one release was made above
+            good = (codes.count(200) == fit and codes.count(409) == len(codes) - fit
+                    and ledger.spent_epsilon == ledger.total_epsilon and ledger.n_charged == args.fit)
+            print(f"\n{codes.count(200)} succeeded (expected {fit}), {codes.count(409)} refused, "
+                  f"other: {other or 'none'}; "
+                  f"ledger: {ledger.n_charged} releases, spent {float(ledger.spent_epsilon):g} of "
+                  f"{float(ledger.total_epsilon):g} -> {'OK' if good else 'BUDGET VIOLATION'}")
+            return 0 if good else 1
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

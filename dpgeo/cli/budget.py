@@ -1,0 +1,189 @@
+"""``dpgeo budget``: declare each dataset's total privacy budget and show what its releases spent.
+
+Reads and writes the same ledger as the run commands, the Python API and the
+QGIS plugin (``--ledger PATH``, else ``$DPGEO_LEDGER``, else the user's data
+folder). Errors are one line and exit 2, like every dpgeo command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["register"]
+
+_EXAMPLES = """\
+examples:
+  # declare the total budget of the police-stop data (all its releases together)
+  dpgeo budget set stops --total 2
+  # every release of it, what is spent and what is left
+  dpgeo budget show stops
+  # one line per dataset; every release of every dataset
+  dpgeo budget show
+  dpgeo budget history --json
+
+The ledger is --ledger PATH, else $DPGEO_LEDGER, else ledger.sqlite in your user data folder.
+"""
+
+
+def register(subparsers):
+    """Add ``budget set|show|history`` to the ``dpgeo`` command's subparsers."""
+    from ..budget import DEFAULT_LOCK_TIMEOUT_S
+
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("ledger")
+    g.add_argument("--ledger", default=None, metavar="PATH",
+                   help="ledger file (default: $DPGEO_LEDGER, else ledger.sqlite in your user data folder)")
+    g.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
+                   help=f"wait this long for another run's lock on the ledger (default {DEFAULT_LOCK_TIMEOUT_S:g})")
+    g.add_argument("--json", action="store_true", help="print JSON")
+
+    bp = subparsers.add_parser(
+        "budget", help="privacy budget of each dataset: declare its total, show its releases",
+        description="The privacy-budget ledger: every release of a dataset spends part of its total budget "
+                    "(sequential composition); a release that would exceed the total is refused.",
+        epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bsub = bp.add_subparsers(dest="budget_command", metavar="ACTION", parser_class=type(bp))
+    bp.set_defaults(func=lambda args: _usage(bp))
+
+    sp = bsub.add_parser("set", parents=[common], help="declare (or change) a dataset's total budget",
+                         description="Declare the total ε (and δ) that all releases of NAME together may spend.")
+    sp.add_argument("name", metavar="NAME", help="dataset name (or the input path a run without --dataset used)")
+    sp.add_argument("--total", required=True, metavar="EPSILON",
+                    help="total ε of all releases together (e.g. 2, 0.5, 1/3)")
+    sp.add_argument("--total-delta", default="0", metavar="DELTA",
+                    help="total δ (default 0: only pure ε-DP releases fit)")
+    sp.set_defaults(func=_cmd_set)
+
+    sh = bsub.add_parser("show", parents=[common], help="a dataset's releases, spent and left (all datasets: a summary)",
+                         description="Each release of NAME (date, release id, mechanism, ε, δ, who, status, outputs) "
+                                     "and the total spent and left. Without NAME, one line per dataset.")
+    sh.add_argument("name", nargs="?", metavar="NAME", help="dataset name")
+    sh.set_defaults(func=_cmd_show)
+
+    hi = bsub.add_parser("history", parents=[common], help="every release of every dataset",
+                         description="Every dataset in the ledger with each of its releases.")
+    hi.set_defaults(func=_cmd_history)
+
+
+def _usage(parser):
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _ledger(args):
+    from ..budget import Ledger
+
+    return Ledger(args.ledger, timeout=args.lock_timeout)
+
+
+def _num(value):
+    from ..budget import format_exact
+
+    return "-" if value is None else format_exact(value)
+
+
+def _summary_lines(b):
+    if b.total_epsilon is None:
+        total = "none declared (releases are recorded, none refused; declare one with: dpgeo budget set NAME --total EPSILON)"
+        left = "no total declared"
+    else:
+        total = (f"epsilon {_num(b.total_epsilon)}, delta {_num(b.total_delta)} "
+                 f"(declared {b.total_set_date} by {b.total_set_by})")
+        left = f"epsilon {_num(b.left_epsilon)}, delta {_num(b.left_delta)}"
+    n = b.n_charged
+    return [f"dataset: {b.dataset}",
+            f"total:   {total}",
+            f"spent:   epsilon {_num(b.spent_epsilon)}, delta {_num(b.spent_delta)} ({n} release{'s' * (n != 1)})",
+            f"left:    {left}"]
+
+
+_STATUS = {"reserved": "incomplete", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
+_LEGEND = {
+    "incomplete": "incomplete: charged, not finished (running now, or stopped by a crash)",
+    "failed": "failed: charged, stopped after noise may have been drawn",
+    "cancelled": "cancelled: stopped before any noise was drawn, not charged",
+}
+
+
+def _table(rows):
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
+
+
+def _releases_lines(b):
+    if not b.releases:
+        return ["no releases recorded"]
+    rows = [("date (UTC)", "release id", "mechanism", "epsilon", "delta", "who", "status", "outputs")]
+    rows += [(r.date, r.release_id, r.mechanism, _num(r.epsilon), _num(r.delta), r.analyst, _STATUS[r.status],
+              ", ".join(r.outputs) or "-") for r in b.releases]
+    lines = _table(rows)
+    seen = {row[6] for row in rows[1:]}
+    lines += [f"  {text}" for key, text in _LEGEND.items() if key in seen]
+    return lines
+
+
+def _print_json(ledger, **payload):
+    print(json.dumps({"ledger": ledger.path, **payload}, indent=2, ensure_ascii=False))
+
+
+def _cmd_set(args):
+    ledger = _ledger(args)
+    b = ledger.set_total(args.name, args.total, total_delta=args.total_delta)
+    if args.json:
+        _print_json(ledger, dataset=b.to_dict(releases=False))
+    else:
+        print("\n".join([f"ledger:  {ledger.path}"] + _summary_lines(b)))
+    if b.spent_epsilon > b.total_epsilon or b.spent_delta > b.total_delta:
+        print(f"dpgeo: note: {args.name!r} has already spent more than the new total: no further release fits",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_show(args):
+    ledger = _ledger(args)
+    if args.name is None:
+        budgets = ledger.history()
+        if args.json:
+            _print_json(ledger, datasets=[b.to_dict(releases=False) for b in budgets])
+            return 0
+        lines = [f"ledger: {ledger.path}"]
+        if not budgets:
+            lines.append("no datasets recorded yet")
+        else:
+            rows = [("dataset", "releases", "spent epsilon", "total epsilon", "left epsilon", "spent delta",
+                     "total delta")]
+            rows += [(b.dataset, str(b.n_charged), _num(b.spent_epsilon), _num(b.total_epsilon), _num(b.left_epsilon),
+                      _num(b.spent_delta), _num(b.total_delta)) for b in budgets]
+            lines += _table(rows)
+        print("\n".join(lines))
+        return 0
+    names = ledger.datasets()
+    if args.name not in names:
+        from ..errors import ParameterError
+
+        known = ", ".join(repr(n) for n in names) if names else "none yet"
+        raise ParameterError(f"dataset {args.name!r} is not in the ledger {ledger.path} (datasets there: {known})")
+    b = ledger.budget(args.name)
+    if args.json:
+        _print_json(ledger, dataset=b.to_dict())
+    else:
+        print("\n".join([f"ledger:  {ledger.path}"] + _summary_lines(b) + [""] + _releases_lines(b)))
+    return 0
+
+
+def _cmd_history(args):
+    ledger = _ledger(args)
+    budgets = ledger.history()
+    if args.json:
+        _print_json(ledger, datasets=[b.to_dict() for b in budgets])
+        return 0
+    lines = [f"ledger: {ledger.path}"]
+    if not budgets:
+        lines.append("no datasets recorded yet")
+    for b in budgets:
+        lines += [""] + _summary_lines(b) + _releases_lines(b)
+    print("\n".join(lines))
+    return 0

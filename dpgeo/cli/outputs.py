@@ -1,0 +1,89 @@
+"""Outputs of a run: checked before any data is read, written from one release, recorded in the ledger."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+__all__ = ["check_output_path", "check_output_paths", "check_out_crs", "output_crs_for", "write_outputs",
+           "budget_line"]
+
+
+def check_output_path(path, args=None):
+    """Fail before reading any data if the output cannot be written (format, folder, CRS, basemap)."""
+    from ..io.files import check_output
+
+    a = args if args is not None else argparse.Namespace()
+    check_output(path, crs=output_crs_for(path, getattr(a, "out_crs", None)), basemap=_basemap_for(path, a),
+                 attribution=_basemap_for(path, a, "basemap_attribution"))
+
+
+def check_output_paths(paths, args=None):
+    """Check every ``-o`` before any data is read; the same file may not be named twice."""
+    from ..errors import OutputError
+
+    if getattr(args, "basemap", None) is not None and all(_basemap_for(p, args) is None for p in paths):
+        from ..io.files import check_output
+
+        check_output(paths[0], basemap=args.basemap)  # says that a basemap is drawn only on an HTML map
+    seen = {}
+    for p in paths:
+        check_output_path(p, args)
+        key = os.path.normcase(os.path.realpath(p))
+        if key in seen:
+            raise OutputError(f"{p!r} is given twice as an output (-o); name each output file once")
+        seen[key] = p
+
+
+def output_crs_for(path, out_crs):
+    """``--out-crs`` applies to the outputs that have a CRS of choice; GeoJSON and HTML are always EPSG:4326."""
+    from ..formats import output_driver
+
+    return None if output_driver(path) in ("GeoJSON", "HTML") else out_crs
+
+
+def _basemap_for(path, args, name="basemap"):
+    """``--basemap`` and its attribution go to the HTML outputs only."""
+    from ..formats import output_driver
+
+    return getattr(args, name, None) if output_driver(path) == "HTML" else None
+
+
+def check_out_crs(paths, out_crs):
+    """Refuse ``--out-crs`` when no output can take it (all GeoJSON), before any data is read."""
+    if out_crs is not None and all(output_crs_for(p, out_crs) is None for p in paths):
+        from ..errors import OutputError
+
+        raise OutputError("GeoJSON output is always EPSG:4326 (RFC 7946); drop --out-crs or also write a .gpkg")
+
+
+def write_outputs(res, args):
+    """Write the one release to every ``-o`` (free: post-processing) and record the files in the ledger."""
+    written = [res.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
+                           basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"))
+               for out in args.output]
+    if res.metadata.get("dataset_spent_epsilon") is not None:  # charged to a ledger
+        from ..budget import Ledger
+
+        Ledger(args.ledger).add_outputs(res.metadata["release_id"], [os.path.abspath(p) for p in written])
+    return written
+
+
+def budget_line(md) -> str | None:
+    """One line on the dataset's privacy budget after a release (None when nothing was charged)."""
+    if md.get("dataset_spent_epsilon") is None:
+        return None
+    spent = md.get("dataset_spent_epsilon_exact", f"{md['dataset_spent_epsilon']:g}")
+    total = md.get("dataset_total_epsilon")
+    name = md.get("dataset")
+    if total is None:
+        return (f"privacy budget of dataset {name!r}: epsilon {spent} spent so far, no total declared "
+                f"(declare one: dpgeo budget set {_quote(name)} --total EPSILON)")
+    left = max(total - md["dataset_spent_epsilon"], 0.0)
+    return f"privacy budget of dataset {name!r}: epsilon {spent} of {total:g} spent, {left:.6g} left"
+
+
+def _quote(name):
+    import shlex
+
+    return shlex.quote(name)

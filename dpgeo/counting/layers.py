@@ -1,0 +1,247 @@
+"""Vector layers read through GDAL (GeoPackage, GeoJSON, Shapefile, FlatGeobuf, ...), in batches.
+
+With pyogrio (the default engine) a layer is read as GDAL's Arrow stream
+(:func:`pyogrio.raw.open_arrow`): record batches of WKB geometries, decoded
+straight into numpy arrays. With fiona, features are read one Python object
+at a time, in batches of the same size. Either way the layer is checked
+first from its metadata alone: one layer chosen, points declared, a CRS, the
+person column present.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from ..errors import InputError
+from ..formats import short_error
+from .decode import column_list, declared_geometry_check, decode_geojson, decode_wkb, finish_batch, person_from_arrow
+from .decode import resolve_crs
+from .sources import DEFAULT_BATCH_ROWS, PointSource
+
+__all__ = ["GdalSource", "FionaSource"]
+
+
+def _layers(path):
+    import pyogrio
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [str(n) for n in pyogrio.list_layers(path)[:, 0]]
+    except Exception as exc:
+        raise InputError(f"cannot read {path!r} as a vector layer: {short_error(exc)}") from None
+
+
+def _pick_layer(path, layer):
+    names = _layers(path)
+    if layer is None:
+        if len(names) > 1:
+            shown = ", ".join(names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
+            raise InputError(f"{os.path.basename(path)} has {len(names)} layers ({shown}); "
+                             "choose one with --layer NAME")
+        return names[0] if names else None
+    if names and str(layer) not in names:
+        raise InputError(f"{os.path.basename(path)} has no layer {layer!r} (layers: {', '.join(names[:10])})")
+    return layer
+
+
+class GdalSource(PointSource):
+    """A point layer (or several files of the same kind) read as GDAL's Arrow stream through pyogrio.
+
+    ``feature_range``: for a fragment, ``(skip, count)`` features of the one file.
+    """
+
+    def __init__(self, files, *, label, layer=None, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS,
+                 feature_range=None, _spec=None):
+        self.files = list(files)
+        self.label = label
+        self.person = person
+        self.batch_rows = int(batch_rows)
+        self.feature_range = feature_range
+        self._layer_arg, self._input_crs = layer, input_crs
+        self._spec = _spec or self._open()
+        self.crs = self._spec["crs"]
+        self.total_rows = self._spec.get("total_rows") if feature_range is None else feature_range[1]
+
+    def _open(self):
+        import pyogrio
+
+        spec = {"layers": {}, "total_rows": 0}
+        crs0 = None
+        for f in self.files:
+            layer = _pick_layer(f, self._layer_arg)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    info = pyogrio.read_info(f, layer=layer)
+            except Exception as exc:
+                raise InputError(f"cannot read {f!r} as a vector layer: {short_error(exc)}") from None
+            name = os.path.basename(f)
+            if info.get("geometry_type") in (None, "None") and not info.get("geometry_name"):
+                raise InputError(f"{name} has no geometry column; for a table of coordinates use CSV or Parquet "
+                                 "with --x/--y")
+            declared_geometry_check(info.get("geometry_type"))
+            fields = [str(c) for c in info.get("fields", [])]
+            if self.person is not None:
+                if self.person not in fields:
+                    raise InputError(f"person column {self.person!r} is not in {name} ({column_list(fields)})")
+                if fields.count(self.person) > 1:
+                    raise InputError(f"column name {self.person!r} appears {fields.count(self.person)} times in "
+                                     f"{name}; give each column a distinct name")
+            crs = resolve_crs(info.get("crs"), self._input_crs, name)
+            if crs0 is None:
+                crs0 = crs
+            elif not crs.equals(crs0, ignore_axis_order=True):
+                raise InputError(f"the files of {self.label!r} have different CRSs ({crs0.name}, {crs.name}); "
+                                 "reproject them to one")
+            n = info.get("features")
+            spec["layers"][f] = layer
+            spec["total_rows"] = None if (n is None or n < 0 or spec["total_rows"] is None) else \
+                spec["total_rows"] + int(n)
+        spec["crs"] = crs0
+        return spec
+
+    def batches(self):
+        from pyogrio.raw import open_arrow
+
+        for f in self.files:
+            kw, left = {}, None
+            if self.feature_range is not None:  # GDAL's Arrow stream can skip, not stop: stop here
+                kw, left = {"skip_features": int(self.feature_range[0])}, int(self.feature_range[1])
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ctx = open_arrow(f, layer=self._spec["layers"][f], columns=[self.person] if self.person else [],
+                                     batch_size=self.batch_rows if left is None else min(self.batch_rows, left),
+                                     use_pyarrow=True, return_fids=False, **kw)
+                with ctx as (meta, reader):
+                    gcol = meta.get("geometry_name") or "wkb_geometry"
+                    for rb in reader:
+                        if left is not None:
+                            rb = rb.slice(0, left)
+                            left -= rb.num_rows
+                        yield self._batch(rb, gcol)
+                        if left is not None and left <= 0:
+                            break
+            except InputError:
+                raise
+            except Exception as exc:
+                raise InputError(f"cannot read {os.path.basename(f)!r} as a vector layer: "
+                                 f"{short_error(exc)}") from None
+
+    def _batch(self, rb, gcol):
+        n = rb.num_rows
+        names = rb.schema.names
+        if gcol not in names:
+            raise InputError(f"{self.label!r} has no geometry column")
+        x, y, valid, drops, kinds = decode_wkb(rb.column(names.index(gcol)))
+        person = person_null = None
+        if self.person is not None:
+            person, person_null = person_from_arrow(rb.column(names.index(self.person)))
+        return finish_batch(x, y, n, self.crs, person=person, person_null=person_null, drops=drops, valid=valid,
+                            kinds=kinds)
+
+    def fragments(self, target_rows):
+        """Ranges of about ``target_rows`` features of each file (files whose size GDAL cannot tell: whole)."""
+        import pyogrio
+
+        out = []
+        for f in self.files:
+            layer = self._spec["layers"][f]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                n = pyogrio.read_info(f, layer=layer).get("features")
+            if n is None or n < 0:
+                out.append(GdalSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows,
+                                      _spec=self._spec))
+                continue
+            for a in range(0, max(int(n), 1), int(target_rows)):
+                out.append(GdalSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows,
+                                      feature_range=(a, min(int(target_rows), int(n) - a)), _spec=self._spec))
+        return out
+
+
+class FionaSource(PointSource):
+    """A point layer read through fiona, one Python object per feature (slower than pyogrio, same points)."""
+
+    def __init__(self, files, *, label, layer=None, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS):
+        self.files = list(files)
+        self.label = label
+        self.person = person
+        self.batch_rows = int(batch_rows)
+        self._layer, self._input_crs = layer, input_crs
+        self.crs = None
+        self._layers = {}
+        for f in self.files:
+            crs = self._check(f)
+            if self.crs is None:
+                self.crs = crs
+            elif not crs.equals(self.crs, ignore_axis_order=True):
+                raise InputError(f"the files of {self.label!r} have different CRSs; reproject them to one")
+
+    def _check(self, path):
+        import fiona
+
+        name = os.path.basename(path)
+        try:
+            layers = fiona.listlayers(path)
+        except Exception as exc:
+            raise InputError(f"cannot read {path!r} as a vector layer: {short_error(exc)}") from None
+        layer = self._layer
+        if layer is None and len(layers) > 1:
+            raise InputError(f"{name} has {len(layers)} layers ({', '.join(layers[:10])}); choose one with "
+                             "--layer NAME")
+        if layer is not None and str(layer) not in layers:
+            raise InputError(f"{name} has no layer {layer!r} (layers: {', '.join(layers[:10])})")
+        self._layers[path] = layer
+        try:
+            with fiona.Env(), fiona.open(path, layer=layer) as src:
+                fields = list(src.schema["properties"])
+                gtype = src.schema.get("geometry")
+                crs = src.crs_wkt or None
+        except Exception as exc:
+            raise InputError(f"cannot read {path!r} as a vector layer: {short_error(exc)}") from None
+        if gtype in (None, "None"):
+            raise InputError(f"{name} has no geometry column; for a table of coordinates use CSV or Parquet "
+                             "with --x/--y")
+        declared_geometry_check(gtype if gtype != "Any" else None)
+        if self.person and self.person not in fields:
+            raise InputError(f"person column {self.person!r} is not in {name} ({column_list(fields)})")
+        return resolve_crs(crs, self._input_crs, name)
+
+    def batches(self):
+        import fiona
+
+        for f in self.files:
+            layer = self._layers[f]
+            try:
+                with fiona.Env():
+                    try:
+                        src = fiona.open(f, layer=layer, include_fields=[self.person] if self.person else [])
+                    except fiona.errors.DriverError:  # drivers that cannot skip fields (GeoJSON) read them all
+                        src = fiona.open(f, layer=layer)
+                    with src:
+                        geoms, pers = [], []
+                        for feat in src:
+                            geoms.append(feat.geometry)
+                            if self.person:
+                                pers.append(feat.properties[self.person])
+                            if len(geoms) >= self.batch_rows:
+                                yield self._batch(geoms, pers)
+                                geoms, pers = [], []
+                        if geoms:
+                            yield self._batch(geoms, pers)
+            except InputError:
+                raise
+            except Exception as exc:
+                raise InputError(f"cannot read {f!r} as a vector layer: {short_error(exc)}") from None
+
+    def _batch(self, geoms, pers):
+        x, y, valid, drops, kinds = decode_geojson(geoms)
+        person = None
+        if self.person:
+            import pandas as pd
+
+            person = pd.Series(pers).to_numpy()  # the same dtypes as the arrow path
+        return finish_batch(x, y, len(geoms), self.crs, person=person, drops=drops, valid=valid, kinds=kinds)

@@ -1,0 +1,353 @@
+"""Parquet and CSV inputs, read in batches with pyarrow.
+
+* **Parquet**: GeoParquet (a WKB or GeoArrow point geometry column and its
+  ``geo`` metadata) or a plain table with coordinate columns, one file, a
+  glob of files or a folder of them (hive partitions such as ``year=2024/``
+  included). Read row group by row group, so a file of any size streams.
+* **CSV** (also ``.csv.gz``, ``.bz2``, ``.xz``, ``.zip``, ``.tsv``): pyarrow's
+  streaming CSV reader; the coordinate columns are read as text and parsed
+  without ever failing on a value, so one bad record is dropped and counted,
+  not shown. A UTF-8 byte-order mark is accepted; a file whose first row is
+  data instead of column names is refused without showing that row.
+
+Arrays with 64-bit offsets (``large_binary``, ``large_string``) are read
+as they come, and no column is ever concatenated into one array, so there is
+no 2 GB limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+
+from ..errors import InputError
+from ..formats import short_error
+from .decode import (
+    PointBatch,
+    column_list,
+    declared_geometry_check,
+    decode_wkb,
+    finish_batch,
+    geoarrow_points,
+    geoparquet_crs,
+    person_from_arrow,
+    pick_columns,
+    resolve_crs,
+    table_batch,
+)
+from .sources import DEFAULT_BATCH_ROWS, PointSource
+
+__all__ = ["ParquetSource", "CsvSource"]
+
+
+def _name(files, label):
+    return os.path.basename(files[0]) if len(files) == 1 else label
+
+
+# -- Parquet -----------------------------------------------------------------------------------
+
+class ParquetSource(PointSource):
+    """GeoParquet or plain Parquet file(s), read by row groups.
+
+    ``row_groups``: for a fragment, ``{file: [row group indices]}`` to read
+    (default: all).
+    """
+
+    def __init__(self, files, *, label, x=None, y=None, input_crs=None, person=None,
+                 batch_rows=DEFAULT_BATCH_ROWS, row_groups=None, _spec=None):
+        self.files = list(files)
+        self.label = label
+        self.person = person
+        self.batch_rows = int(batch_rows)
+        self.row_groups = row_groups
+        self._x, self._y, self._input_crs = x, y, input_crs
+        self._spec = _spec or self._open()
+        self.crs = self._spec["crs"]
+        self.total_rows = self._spec.get("total_rows") if row_groups is None else None
+
+    def _open(self):
+        import pyarrow.parquet as pq
+
+        what = _name(self.files, self.label)
+        try:
+            pf = pq.ParquetFile(self.files[0])
+        except Exception as exc:
+            raise InputError(f"cannot read {what!r} as Parquet: {short_error(exc)}") from None
+        schema = pf.schema_arrow
+        names = list(schema.names)
+        hive = _hive_keys(self.files[0], self.label)
+        md = schema.metadata or {}
+        geo = md.get(b"geo")
+        spec = {"what": what}
+        if geo is not None and self._x is None and self._y is None:
+            try:
+                geo = json.loads(geo)
+                gcol = geo.get("primary_column", "geometry")
+                cmeta = geo.get("columns", {}).get(gcol, {})
+            except (ValueError, AttributeError):
+                raise InputError(f"{what!r} has GeoParquet 'geo' metadata that is not valid JSON") from None
+            if gcol not in names:
+                raise InputError(f"{what!r}: the GeoParquet geometry column {gcol!r} is missing")
+            enc = str(cmeta.get("encoding", "WKB")).lower()
+            if enc not in ("wkb", "point"):
+                raise InputError(f"{what!r}: geometry encoding {enc!r} is not points; dpgeo needs point geometries")
+            for t in cmeta.get("geometry_types") or []:
+                declared_geometry_check(t)
+            spec.update(kind="geo", gcol=gcol, encoding=enc,
+                        crs=resolve_crs(geoparquet_crs(cmeta), self._input_crs, repr(what)))
+            if self.person is not None and self.person not in names and self.person not in hive:
+                raise InputError(f"person column {self.person!r} is not in {what} ({column_list(names)})")
+            if names.count(gcol) > 1:
+                raise InputError(f"column name {gcol!r} appears {names.count(gcol)} times in {what}; "
+                                 "give each column a distinct name")
+        else:
+            xcol, ycol, crs = pick_columns(names + [k for k in hive if k not in names], self._x, self._y,
+                                           self.person, self._input_crs, what)
+            spec.update(kind="xy", xcol=xcol, ycol=ycol, crs=crs)
+        if len(self.files) <= 64:
+            try:
+                spec["total_rows"] = sum(pq.ParquetFile(f).metadata.num_rows for f in self.files)
+            except Exception:
+                spec["total_rows"] = None
+        return spec
+
+    def _columns(self):
+        s = self._spec
+        cols = [s["gcol"]] if s["kind"] == "geo" else [s["xcol"], s["ycol"]]
+        if self.person is not None and self.person not in cols:
+            cols.append(self.person)
+        return cols
+
+    def batches(self):
+        import pyarrow.parquet as pq
+
+        for f in self.files:
+            groups = None if self.row_groups is None else self.row_groups.get(f)
+            if groups is not None and not groups:
+                continue
+            try:
+                pf = pq.ParquetFile(f)
+            except Exception as exc:
+                raise InputError(f"cannot read {os.path.basename(f)!r} as Parquet: {short_error(exc)}") from None
+            names = pf.schema_arrow.names
+            hive = _hive_keys(f, self.label)
+            wanted = self._columns()
+            missing = [c for c in wanted if c not in names and c not in hive]
+            if missing:
+                raise InputError(f"column {missing[0]!r} is not in {os.path.basename(f)} (one of the files of "
+                                 f"{self.label!r})")
+            read_cols = [c for c in wanted if c in names]
+            try:
+                it = pf.iter_batches(batch_size=self.batch_rows, row_groups=groups, columns=read_cols,
+                                     use_threads=True)
+                for rb in it:
+                    yield self._batch(rb, hive)
+            except InputError:
+                raise
+            except Exception as exc:
+                raise InputError(f"cannot read {os.path.basename(f)!r}: {short_error(exc)}") from None
+
+    def _batch(self, rb, hive) -> PointBatch:
+        import pyarrow as pa
+
+        s = self._spec
+        n = rb.num_rows
+
+        def column(name):
+            if name in rb.schema.names:
+                return rb.column(rb.schema.get_field_index(name))
+            return pa.array([hive[name]] * n, type=pa.string())
+
+        pcol = column(self.person) if self.person is not None else None
+        if s["kind"] == "xy":
+            return table_batch(column(s["xcol"]), column(s["ycol"]), n, s["crs"], person_col=pcol)
+        g = column(s["gcol"])
+        if s["encoding"] == "point" and pa.types.is_struct(g.type):
+            x, y, valid, drops, kinds = geoarrow_points(g)
+        elif pa.types.is_binary(g.type) or pa.types.is_large_binary(g.type):
+            x, y, valid, drops, kinds = decode_wkb(g)
+        else:
+            raise InputError(f"{s['what']!r}: the geometry column has type {g.type}, not WKB points")
+        person = person_null = None
+        if pcol is not None:
+            person, person_null = person_from_arrow(pcol)
+        return finish_batch(x, y, n, s["crs"], person=person, person_null=person_null, drops=drops, valid=valid,
+                            kinds=kinds)
+
+    def fragments(self, target_rows):
+        """Groups of consecutive row groups of about ``target_rows`` records, file by file."""
+        import pyarrow.parquet as pq
+
+        out = []
+        for f in self.files:
+            md = pq.ParquetFile(f).metadata
+            cur, rows = [], 0
+            for i in range(md.num_row_groups):
+                cur.append(i)
+                rows += md.row_group(i).num_rows
+                if rows >= target_rows:
+                    out.append({f: cur})
+                    cur, rows = [], 0
+            if cur or md.num_row_groups == 0:
+                out.append({f: cur})
+        return [ParquetSource([next(iter(g))], label=self.label, person=self.person, batch_rows=self.batch_rows,
+                              row_groups=g, _spec=self._spec) for g in out]
+
+
+def _hive_keys(path, root) -> dict:
+    """``key=value`` folder names between the input's root and ``path`` (hive partitioning)."""
+    rel = os.path.relpath(os.path.dirname(path), root) if os.path.isdir(root) else os.path.dirname(path)
+    out = {}
+    for part in re.split(r"[\\/]", rel):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[k] = v
+    return out
+
+
+# -- CSV -----------------------------------------------------------------------------------------
+
+#: Bytes of CSV text per block of the streaming reader (≈ 1–2 million short records).
+_CSV_BLOCK_BYTES = 48 << 20
+
+
+class CsvSource(PointSource):
+    """CSV file(s) with coordinate columns, read with pyarrow's streaming reader."""
+
+    def __init__(self, files, *, label, x=None, y=None, input_crs=None, person=None,
+                 batch_rows=DEFAULT_BATCH_ROWS, _spec=None):
+        self.files = list(files)
+        self.label = label
+        self.person = person
+        self.batch_rows = int(batch_rows)
+        self._x, self._y, self._input_crs = x, y, input_crs
+        self._spec = _spec or self._open()
+        self.crs = self._spec["crs"]
+
+    def _open(self):
+        what = _name(self.files, self.label)
+        names, delim = _csv_header(self.files[0], what)
+        xcol, ycol, crs = pick_columns(names, self._x, self._y, self.person, self._input_crs, what)
+        return {"what": what, "names": names, "delimiter": delim, "xcol": xcol, "ycol": ycol, "crs": crs}
+
+    def batches(self):
+        import pyarrow as pa
+        import pyarrow.csv as pcsv
+
+        s = self._spec
+        cols = [s["xcol"], s["ycol"]] + ([self.person] if self.person not in (None, s["xcol"], s["ycol"]) else [])
+        for f in self.files:
+            names, delim = (s["names"], s["delimiter"]) if f == self.files[0] else _csv_header(f, self.label)
+            if f != self.files[0]:
+                missing = [c for c in cols if c not in names]
+                if missing:
+                    raise InputError(f"column {missing[0]!r} is not in {os.path.basename(f)} (one of the files of "
+                                     f"{self.label!r})")
+            ro = pcsv.ReadOptions(block_size=_CSV_BLOCK_BYTES, use_threads=True)
+            skipped = []
+            po = pcsv.ParseOptions(delimiter=delim, invalid_row_handler=lambda row: skipped.append(1) or "skip")
+            co = pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.string() for c in cols},
+                                     strings_can_be_null=True)
+            stream = _open_text(f)
+            try:
+                try:
+                    reader = pcsv.open_csv(stream, read_options=ro, parse_options=po, convert_options=co)
+                except Exception as exc:
+                    raise InputError(_csv_error(exc, f)) from None
+                while True:
+                    try:
+                        rb = reader.read_next_batch()
+                    except StopIteration:
+                        if skipped:
+                            e = np.zeros(0)
+                            yield PointBatch(e, e, None if self.person is None else np.zeros(0, dtype=object),
+                                             len(skipped), {"malformed_row": len(skipped)})
+                        break
+                    except Exception as exc:
+                        raise InputError(_csv_error(exc, f)) from None
+                    n_bad, skipped[:] = len(skipped), []
+                    for a in range(0, max(rb.num_rows, 1), self.batch_rows):
+                        part = rb.slice(a, self.batch_rows)
+                        b = table_batch(part.column(0), part.column(1), part.num_rows, s["crs"],
+                                        person_col=None if self.person is None else part.column(cols.index(
+                                            self.person)))
+                        if n_bad:  # rows with the wrong number of fields, dropped by the parser
+                            b.n_read += n_bad
+                            b.drops["malformed_row"] = n_bad
+                            n_bad = 0
+                        yield b
+            finally:
+                stream.close()
+
+    def fragments(self, target_rows):
+        """One fragment per file (a compressed CSV cannot be split)."""
+        return [CsvSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows, _spec=self._spec)
+                for f in self.files]
+
+
+def _open_text(path):
+    """A pyarrow input stream of a possibly compressed text file."""
+    import pyarrow as pa
+
+    low = path.lower()
+    if low.endswith(".gz"):
+        return pa.input_stream(path, compression="gzip")
+    if low.endswith(".bz2"):
+        return pa.input_stream(path, compression="bz2")
+    if low.endswith(".xz"):
+        import lzma
+
+        return pa.PythonFile(lzma.open(path, "rb"), mode="r")
+    if low.endswith(".zip"):
+        import zipfile
+
+        z = zipfile.ZipFile(path)
+        members = [n for n in z.namelist() if not n.endswith("/")]
+        if len(members) != 1:
+            raise InputError(f"{os.path.basename(path)} holds {len(members)} files; a zipped CSV must hold one")
+        return pa.PythonFile(z.open(members[0]), mode="r")
+    return pa.input_stream(path)
+
+
+def _csv_header(path, what):
+    """Column names and delimiter from the first line (a UTF-8 byte-order mark is skipped)."""
+    import csv
+    import io
+
+    stream = _open_text(path)
+    try:
+        raw = stream.read(1 << 16)
+    except Exception as exc:
+        raise InputError(f"cannot read {what!r} as CSV: {short_error(exc)}") from None
+    finally:
+        stream.close()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(raw) - 4:  # not merely a multi-byte character cut at the end of the sample
+            raise InputError(f"{what!r} is not UTF-8 text; save it as UTF-8 CSV") from None
+        text = raw[:exc.start].decode("utf-8-sig")
+    first = text.splitlines()[0] if text.strip() else ""
+    if not first.strip():
+        raise InputError(f"input {what!r} has no records (the file is empty)")
+    if path.lower().endswith((".tsv", ".tsv.gz", ".tab")):
+        delim = "\t"
+    else:
+        counts = {d: first.count(d) for d in (",", ";", "\t", "|")}
+        delim = max(counts, key=counts.get) if max(counts.values()) else ","
+    return next(csv.reader(io.StringIO(first), delimiter=delim)), delim
+
+
+def _csv_error(exc, path):
+    """An error of the CSV parser, without the record it quotes."""
+    msg = short_error(exc)
+    m = re.search(r"Expected (\d+) columns, got (\d+)", msg)
+    if m:
+        return (f"{os.path.basename(path)}: a row has {m.group(2)} fields where the header has {m.group(1)}; "
+                "fix the file (quote fields that contain the delimiter)")
+    if "Empty CSV file" in msg or "Empty file" in msg:
+        return f"input {os.path.basename(path)!r} has no records (the file is empty)"
+    return f"cannot read {os.path.basename(path)!r} as CSV ({type(exc).__name__})"

@@ -1,0 +1,145 @@
+"""File formats and the GDAL engine that reads or writes them.
+
+Shared by the point readers (:mod:`dpgeo.counting.readers`) and the release
+writers (:mod:`dpgeo.io`). GDAL is reached through one of two bindings, the
+*engine*: ``"pyogrio"`` (a dependency of dpgeo, and the fast path) or
+``"fiona"`` (``pip install dpgeo[fiona]``). ``engine="auto"`` (the default
+everywhere) takes pyogrio when it imports and fiona otherwise; asking for an
+engine that is not installed is an error that names the package to install.
+CSV and GeoParquet input and GeoJSON output need no engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+
+from .errors import InputError, OutputError, ParameterError
+
+__all__ = ["ENGINES", "OUTPUT_EXTENSIONS", "check_engine", "pick_engine", "output_driver", "is_csv", "is_parquet",
+           "short_error"]
+
+#: Accepted values of every ``engine=`` argument.
+ENGINES = ("auto", "pyogrio", "fiona")
+
+_INSTALL = {"pyogrio": "pip install pyogrio", "fiona": "pip install dpgeo[fiona]"}
+
+
+def _importable(name) -> bool:
+    try:
+        importlib.import_module(name)
+    except (ImportError, OSError):  # missing, or its GDAL library does not load
+        return False
+    return True
+
+
+def pick_engine(engine, *, needed, write):
+    """The binding to use, or None when the file needs none and none was asked for.
+
+    An explicitly requested engine must be importable even when the file at
+    hand does not need it, so that a wrong setup shows up at once.
+    """
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise ParameterError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
+    err = OutputError if write else InputError
+    what = "write a GeoPackage" if write else "read this vector format"
+    if engine != "auto":
+        if not _importable(engine):
+            raise err(f"engine={engine!r} needs the {engine} package, which is not installed: "
+                      f"{_INSTALL[engine]} (or use engine='auto')")
+        return engine
+    if not needed:
+        return None
+    for name in ("pyogrio", "fiona"):
+        if _importable(name):
+            return name
+    raise err(f"to {what} dpgeo needs pyogrio or fiona, and neither imports: "
+              f"{_INSTALL['pyogrio']} (or {_INSTALL['fiona']})")
+
+
+def _needs_gdal_to_read(path) -> bool:
+    return not (is_csv(path) or is_parquet(path))
+
+
+def is_csv(path) -> bool:
+    return re.search(r"\.(csv|tsv|txt)(\.gz|\.bz2|\.zip|\.xz)?$", os.fspath(path).lower()) is not None
+
+
+def is_parquet(path) -> bool:
+    return os.fspath(path).lower().endswith((".parquet", ".geoparquet", ".pq"))
+
+
+def check_engine(engine="auto", *, read=None, write=None, driver=None):
+    """Check an ``engine`` choice before any data is read.
+
+    Parameters
+    ----------
+    engine : {"auto", "pyogrio", "fiona"}
+        ``"auto"`` takes pyogrio when it imports, else fiona.
+    read : str or os.PathLike, optional
+        An input file that is going to be read.
+    write : str or os.PathLike, optional
+        An output file that is going to be written.
+    driver : {"GPKG", "GeoJSON", "HTML", "PNG"}, optional
+        Output format of ``write`` (default from its extension).
+
+    Returns
+    -------
+    str or None
+        The engine that reading ``read`` or writing ``write`` will use;
+        ``None`` when neither needs GDAL (CSV or GeoParquet in, GeoJSON out)
+        and no engine was asked for by name.
+
+    Raises
+    ------
+    ParameterError
+        ``engine`` is not one of :data:`ENGINES`.
+    InputError, OutputError
+        The engine asked for (or, with ``"auto"``, both) is not installed;
+        the message says what to install.
+
+    Examples
+    --------
+    >>> check_engine("auto", read="points.csv", write="spans.geojson") is None
+    True
+    """
+    used = None
+    if read is not None:
+        used = pick_engine(engine, needed=_needs_gdal_to_read(read), write=False)
+    if write is not None:
+        used = pick_engine(engine, needed=output_driver(write, driver) == "GPKG", write=True) or used
+    if read is None and write is None:
+        used = pick_engine(engine, needed=False, write=False)
+    return used
+
+
+#: Release file formats by extension (:func:`output_driver`).
+OUTPUT_EXTENSIONS = {".gpkg": "GPKG", ".geojson": "GeoJSON", ".json": "GeoJSON", ".html": "HTML", ".htm": "HTML",
+                     ".png": "PNG"}
+
+
+def output_driver(path, driver=None) -> str:
+    """``"GPKG"``, ``"GeoJSON"``, ``"HTML"`` or ``"PNG"`` from ``driver`` or the file extension.
+
+    Examples
+    --------
+    >>> output_driver("spans.geojson"), output_driver("map.HTML"), output_driver("x", "png")
+    ('GeoJSON', 'HTML', 'PNG')
+    """
+    if driver:
+        d = {"gpkg": "GPKG", "geopackage": "GPKG", "geojson": "GeoJSON", "json": "GeoJSON", "html": "HTML",
+             "png": "PNG"}.get(driver.lower())
+        if d is None:
+            raise OutputError(f"output driver must be GPKG, GeoJSON, HTML or PNG, got {driver!r}")
+        return d
+    ext = os.path.splitext(os.fspath(path).lower())[1]
+    if ext in OUTPUT_EXTENSIONS:
+        return OUTPUT_EXTENSIONS[ext]
+    raise OutputError(f"cannot tell the output format of {os.fspath(path)!r}: "
+                      "use a .gpkg, .geojson, .html or .png name")
+
+
+def short_error(exc) -> str:
+    s = str(exc).strip().splitlines()
+    return s[0] if s else type(exc).__name__

@@ -1,0 +1,247 @@
+"""Writing cluster layers with their privacy metadata, and reading the metadata back.
+
+Output: GeoPackage (metadata in the ``gpkg_metadata`` table and the layer
+description), GeoJSON (RFC 7946: EPSG:4326 lon/lat, counter-clockwise
+exteriors, the metadata in a top-level foreign member ``"dpgeo"``), a
+self-contained HTML map (:mod:`dpgeo.io.html`) or a PNG picture
+(:mod:`dpgeo.io.png`), chosen by the file's extension. Every write goes to a
+temporary file in the target folder that is renamed into place, so a
+failure never leaves a partial file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from pyproj import CRS
+
+from ..errors import InputError, OutputError
+from ..formats import output_driver, pick_engine, short_error
+from .atomic import _write_text, atomic_write
+from .geojson import METADATA_MEMBER, geojson_collection
+
+__all__ = ["write_layer", "check_output", "read_layer_metadata", "geojson_collection", "atomic_write",
+           "METADATA_MEMBER"]
+
+
+def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None, engine="auto",
+                basemap=None, attribution=None) -> str:
+    """Write a cluster layer atomically, with its metadata.
+
+    Parameters
+    ----------
+    gdf : geopandas.GeoDataFrame
+        The cluster layer (any CRS).
+    path : str or os.PathLike
+    metadata : dict
+        JSON-serialisable privacy metadata.
+    driver : {"GPKG", "GeoJSON", "HTML", "PNG"}, optional
+        Default from the extension (``.gpkg``, ``.geojson``/``.json``,
+        ``.html``/``.htm``, ``.png``).
+    crs : optional
+        Output CRS for a GeoPackage (default: the layer's) or the CRS a PNG
+        is drawn in (default: the layer's). GeoJSON and HTML are always
+        EPSG:4326 (RFC 7946); asking for another CRS is an error.
+    layer : str, optional
+        GeoPackage layer name (default: the file's stem).
+    engine : {"auto", "pyogrio", "fiona"}, default "auto"
+        GDAL binding that writes a GeoPackage (``"auto"``: pyogrio if
+        installed, else fiona); both write the same layer, options and
+        metadata. The other formats are written without one.
+    basemap : str, optional
+        HTML only: an XYZ tile URL template (``https://.../{z}/{x}/{y}.png``)
+        drawn under the clusters. None (default): no basemap, and the page
+        requests nothing from any host.
+    attribution : str, optional
+        HTML only: the basemap's attribution text (shown escaped).
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    OutputError
+        Bad driver or folder, the engine asked for is not installed, the
+        write failed (then no file is left behind), or the metadata says
+        ``publishable: false`` (the comparison systems that are not
+        differentially private, e.g. EPP-KM and DiffHWT).
+    ParameterError
+        Unknown ``engine``.
+    """
+    if metadata.get("publishable") is False:
+        raise OutputError(
+            f"{metadata.get('mechanism') or 'this result'} is NOT differentially private ("
+            + "; ".join(metadata.get("not_private_reasons") or ["see its metadata"])
+            + "); it cannot be written as a publishable layer")
+    path = os.fspath(path)
+    drv, eng = check_output(path, driver=driver, crs=crs, engine=engine, basemap=basemap, attribution=attribution)
+    if drv == "GeoJSON":
+        payload = json.dumps(geojson_collection(gdf, metadata), separators=(",", ":"), allow_nan=False)
+        atomic_write(path, lambda tmp: _write_text(tmp, payload))
+    elif drv == "HTML":
+        from .html import write_html
+
+        write_html(gdf, path, metadata, basemap=basemap, attribution=attribution)
+    elif drv == "PNG":
+        from .png import write_png
+
+        write_png(gdf, path, metadata, crs=crs)
+    else:
+        out = gdf if crs is None else gdf.to_crs(crs)
+        name = layer or os.path.splitext(os.path.basename(path))[0]
+        meta_json = json.dumps(metadata, separators=(",", ":"))
+        summary = (
+            f"dpgeo {metadata.get('mechanism', '')} layer; differentially_private="
+            f"{str(metadata.get('differentially_private')).lower()}; epsilon={metadata.get('epsilon')}"
+        )
+
+        # GDAL layer metadata (the gpkg_metadata table) and gpkg_contents description/identifier
+        tags = {METADATA_MEMBER: meta_json,
+                "DIFFERENTIALLY_PRIVATE": str(bool(metadata.get("differentially_private"))).upper()}
+        options = {"DESCRIPTION": summary, "IDENTIFIER": name}
+
+        def _w(tmp):
+            if eng == "fiona":
+                import warnings
+
+                with warnings.catch_warnings():  # an empty layer (no cluster) is a valid result
+                    warnings.filterwarnings("ignore", "You are attempting to write an empty DataFrame")
+                    # fiona passes extra keywords on as creation options and sets the tags as layer metadata
+                    out.to_file(tmp, driver="GPKG", engine="fiona", layer=name, metadata=tags, **options)
+            else:
+                import pyogrio
+
+                pyogrio.write_dataframe(out, tmp, layer=name, driver="GPKG", layer_metadata=tags,
+                                        layer_options=options)
+
+        atomic_write(path, _w)
+    return path
+
+
+def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, attribution=None):
+    """Check everything about an output that can be checked before any data is read.
+
+    Takes the same arguments as :func:`write_layer` (less the layer) and
+    raises what it would raise for them: an unknown format, a missing folder,
+    an engine that is not installed, a CRS the format cannot hold, a basemap
+    for a format that draws none or a malformed one, matplotlib missing for
+    a PNG.
+
+    Returns
+    -------
+    (str, str or None)
+        The driver and the GDAL engine that will write the file (None when none is needed).
+
+    Examples
+    --------
+    >>> check_output("map.html", basemap="https://tile.example.org/{z}/{x}/{y}.png")
+    ('HTML', None)
+    """
+    path = os.fspath(path)
+    drv = output_driver(path, driver)
+    eng = pick_engine(engine, needed=drv == "GPKG", write=True)
+    if (basemap is not None or attribution is not None) and drv != "HTML":
+        raise OutputError(f"a basemap is drawn only on an HTML map; {os.path.basename(path)!r} is {drv}: "
+                          "drop the basemap options or write a .html")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise OutputError(f"output folder {folder!r} does not exist")
+    if crs is not None:
+        try:
+            c = CRS.from_user_input(crs)
+        except Exception as exc:
+            raise OutputError(f"output CRS {crs!r} is not a CRS pyproj knows: {short_error(exc)}") from None
+        if drv in ("GeoJSON", "HTML") and not c.equals(CRS.from_epsg(4326), ignore_axis_order=True):
+            raise OutputError(f"{drv} output is always EPSG:4326 (RFC 7946); drop --out-crs or write a .gpkg")
+    if drv == "HTML" and (basemap is not None or attribution is not None):
+        from .html import check_basemap
+
+        check_basemap(basemap, attribution)
+    if drv == "PNG":
+        from .png import require_matplotlib
+
+        require_matplotlib()
+    return drv, eng
+
+
+
+
+
+
+
+
+
+
+def read_layer_metadata(path, *, engine="auto") -> dict:
+    """The dpgeo metadata stored in a GeoPackage or GeoJSON written by dpgeo.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.gpkg``, ``.geojson``, ``.html`` or ``.png`` written by dpgeo.
+    engine : {"auto", "pyogrio", "fiona"}, default "auto"
+        GDAL binding that reads a GeoPackage's layer metadata; the other
+        formats are read without one.
+
+    Raises
+    ------
+    InputError
+        No such file, not a dpgeo output, or the engine asked for is not installed.
+    """
+    p = os.fspath(path)
+    pick_engine(engine, needed=False, write=False)  # a bad or missing engine is reported first
+    if not os.path.exists(p):
+        raise InputError(f"{p!r} does not exist")
+    try:
+        drv = output_driver(p)
+    except OutputError:
+        raise InputError(f"{p!r} is not a .gpkg, .geojson, .html or .png written by dpgeo") from None
+    eng = pick_engine(engine, needed=drv == "GPKG", write=False)
+    if drv == "HTML":
+        from .html import read_html_metadata
+
+        md = read_html_metadata(p)
+    elif drv == "PNG":
+        from .png import read_png_metadata
+
+        md = read_png_metadata(p)
+    elif drv == "GeoJSON":
+        with open(p, encoding="utf-8") as f:
+            try:
+                doc = json.load(f)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{p!r} is not valid JSON: {exc}") from None
+        md = doc.get(METADATA_MEMBER) if isinstance(doc, dict) else None
+    else:
+        try:
+            text = _metadata_item(p, eng)
+            md = None if text is None else json.loads(text)
+        except Exception as exc:
+            raise InputError(f"cannot read the metadata of {p!r}: {short_error(exc)}") from None
+    if md is None:
+        raise InputError(f"{p!r} has no dpgeo metadata (was it written by dpgeo?)")
+    return md
+
+
+def _metadata_item(path, engine):
+    """The first layer's ``METADATA_MEMBER`` item of GDAL layer metadata (default domain), or None."""
+    if engine == "fiona":
+        import fiona
+
+        with fiona.Env():
+            for name in fiona.listlayers(path):
+                with fiona.open(path, layer=name) as src:
+                    tags = src.tags() or {}
+                if METADATA_MEMBER in tags:
+                    return tags[METADATA_MEMBER]
+        return None
+    import pyogrio
+
+    for name, _ in pyogrio.list_layers(path):
+        tags = pyogrio.read_info(path, layer=name).get("layer_metadata") or {}
+        if METADATA_MEMBER in tags:
+            return tags[METADATA_MEMBER]
+    return None

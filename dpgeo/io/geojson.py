@@ -1,0 +1,65 @@
+"""Releases as RFC 7946 GeoJSON: EPSG:4326, right-hand rule, the privacy metadata as a foreign member."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import shapely
+
+__all__ = ["geojson_collection", "METADATA_MEMBER"]
+
+#: Name of the GeoJSON foreign member / GeoPackage metadata key holding the metadata.
+METADATA_MEMBER = "dpgeo"
+
+
+def geojson_collection(gdf, metadata: dict) -> dict:
+    """The layer as an RFC 7946 FeatureCollection with the metadata as foreign member ``"dpgeo"``.
+
+    Coordinates are EPSG:4326 longitude/latitude rounded to 1e-7 degrees
+    (about 1 cm), exterior rings counter-clockwise and holes clockwise (the
+    right-hand rule), no ``crs`` member, no feature ids.
+
+    Examples
+    --------
+    >>> import geopandas as gpd, shapely
+    >>> g = gpd.GeoDataFrame({"cluster_id": [1]}, geometry=[shapely.box(10, 50, 10.1, 50.1)], crs=4326)
+    >>> fc = geojson_collection(g, {"epsilon": 1.0})
+    >>> sorted(fc), fc["features"][0]["properties"], fc["dpgeo"]
+    (['dpgeo', 'features', 'type'], {'cluster_id': 1}, {'epsilon': 1.0})
+    """
+    out = gdf.to_crs(4326)
+    geoms = np.asarray(out.geometry.values)
+    if hasattr(shapely, "orient_polygons"):  # shapely >= 2.1
+        geoms = shapely.orient_polygons(geoms)
+    else:  # pragma: no cover - shapely 2.0
+        from shapely.geometry.polygon import orient
+
+        geoms = np.array([g if g is None or g.is_empty else
+                          (orient(g) if g.geom_type == "Polygon" else
+                           shapely.MultiPolygon([orient(p) for p in g.geoms]) if g.geom_type == "MultiPolygon"
+                           else g) for g in geoms], dtype=object)
+    geoms = shapely.set_precision(geoms, 1e-7, mode="pointwise")
+    coords = _multipolygon_coordinates(geoms)
+    if coords is None:  # not all non-empty MultiPolygons: geopandas' general (slower) path
+        out["geometry"] = geoms
+        fc = json.loads(out.to_json(drop_id=True))
+        fc.pop("crs", None)
+    else:  # the same document, with the coordinates taken from GEOS in one vectorised call
+        out["geometry"] = None
+        fc = out.to_geo_dict(drop_id=True)
+        for feature, c in zip(fc["features"], coords):
+            feature["geometry"] = {"type": "MultiPolygon", "coordinates": c}
+    fc[METADATA_MEMBER] = metadata
+    return fc
+
+
+def _multipolygon_coordinates(geoms):
+    """Nested coordinate lists of non-empty MultiPolygons (as in their ``__geo_interface__``), else None."""
+    if len(geoms) == 0 or not (shapely.get_type_id(geoms) == 6).all() or shapely.is_empty(geoms).any():
+        return None
+    _, xy, (ring, poly, multi) = shapely.to_ragged_array(geoms)
+    xy = xy.tolist()
+    rings = [xy[a:b] for a, b in zip(ring[:-1].tolist(), ring[1:].tolist())]
+    polys = [rings[a:b] for a, b in zip(poly[:-1].tolist(), poly[1:].tolist())]
+    return [polys[a:b] for a, b in zip(multi[:-1].tolist(), multi[1:].tolist())]

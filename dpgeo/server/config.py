@@ -1,0 +1,367 @@
+"""The service's configuration: one TOML file written by the data owner.
+
+A minimal configuration::
+
+    [server]
+    ledger = "ledger.sqlite"          # relative to the config file
+    releases = "releases/"            # where published layers are stored
+
+    [datasets.stops]
+    path = "stops.gpkg"               # the private input, never served
+    study_area = "-93.33,44.89,-93.19,45.06"   # public bbox (lon/lat) or a polygon file
+    total_epsilon = 2.0
+
+    [analysts.alice]
+    token_sha256 = "<sha256 hex of alice's bearer token>"
+    datasets = ["stops"]
+
+Paths are relative to the configuration file. Every problem is found when the
+file is loaded, before the server listens: a dataset without a study area or
+a total budget, a missing input file, a token that is not a SHA-256 hex
+digest, an analyst granted a dataset that is not configured, a misspelt key.
+The message is one line that names the key to fix (:class:`ConfigError`).
+All keys are listed in ``docs/service.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import re
+from dataclasses import dataclass, field
+
+import tomllib
+
+from ..errors import DpgeoError
+
+__all__ = [
+    "NAME_PATTERN",
+    "AnalystConfig",
+    "ConfigError",
+    "DatasetConfig",
+    "ServerConfig",
+    "ServerSettings",
+    "load_config",
+    "parse_config",
+]
+
+#: Dataset and analyst names: they appear in URLs, the ledger and the log.
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ConfigError(DpgeoError):
+    """The service's configuration file cannot be used as written (the message names the key)."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The ``[server]`` table (paths absolute, limits checked)."""
+
+    ledger: str
+    releases: str
+    jobs: str
+    url: str | None = None
+    title: str = "dpgeo: differentially private cluster maps"
+    description: str = ("Cluster map layers computed with differential privacy from data that never leaves "
+                        "this server. Run a mechanism (OGC API - Processes); read its releases (OGC API - "
+                        "Features).")
+    workers: int = 1
+    max_body_bytes: int = 65536
+    requests_per_minute: int = 300
+    executions_per_minute: int = 20
+    max_queued_jobs: int = 32
+    max_jobs_per_analyst: int = 4
+    max_grid_cells: int = 1 << 24
+    min_job_seconds: float = 0.0
+    owner_log: str | None = None
+    basemap: str | None = None
+    basemap_attribution: str | None = None
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One ``[datasets.NAME]`` table: a private input and its public facts."""
+
+    name: str
+    path: str
+    study_area: object          # the value as given: a bbox string/list or an absolute polygon file path
+    area: object                # the loaded dpgeo.domain.StudyArea (public)
+    total_epsilon: object       # exact Fraction
+    title: str
+    description: str = ""
+    layer: str | None = None
+    x: str | None = None
+    y: str | None = None
+    input_crs: str | None = None
+    crs: str | None = None
+    person: str | None = None
+    max_points_per_person: int | None = None
+    max_points_per_record: int = 1
+    max_epsilon: object = None  # exact Fraction or None (then the total)
+    private_releases: bool = False
+
+    @property
+    def sensitivity(self) -> int:
+        """Points one privacy unit may contribute (the noise scales with it)."""
+        return self.max_points_per_person if self.person else self.max_points_per_record
+
+    def read_options(self) -> dict:
+        """Keyword arguments of :class:`dpgeo.counting.inputs.PointFile` for this input."""
+        return {"layer": self.layer, "x": self.x, "y": self.y, "input_crs": self.input_crs, "person": self.person}
+
+
+@dataclass(frozen=True)
+class AnalystConfig:
+    """One ``[analysts.NAME]`` table."""
+
+    name: str
+    token_sha256: str
+    datasets: tuple = ()
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The whole configuration."""
+
+    path: str
+    server: ServerSettings
+    datasets: dict = field(default_factory=dict)
+    analysts: dict = field(default_factory=dict)
+
+
+def load_config(path) -> ServerConfig:
+    """Read and check a configuration file.
+
+    Raises
+    ------
+    ConfigError
+        Anything wrong in the file, with the key and what to write instead.
+    """
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isfile(path):
+        raise ConfigError(f"configuration file {path!r} does not exist")
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path!r}: {exc.strerror}") from None
+    return parse_config(raw, path)
+
+
+def parse_config(raw: dict, path) -> ServerConfig:
+    """Check a parsed configuration; relative paths are taken from the folder of ``path``."""
+    path = os.path.abspath(os.fspath(path))
+    base = os.path.dirname(path)
+    _only(raw, {"server", "datasets", "analysts"}, "the top level")
+    server = _server(_table(raw, "server", required=True), base)
+    datasets_raw = _table(raw, "datasets", required=True)
+    if not datasets_raw:
+        raise ConfigError("[datasets] is empty: configure at least one dataset ([datasets.NAME] with path, "
+                          "study_area and total_epsilon)")
+    datasets = {name: _dataset(name, _table(datasets_raw, name, required=True, where=f"datasets.{name}"), base)
+                for name in datasets_raw}
+    analysts_raw = _table(raw, "analysts", required=False)
+    analysts = {name: _analyst(name, _table(analysts_raw, name, required=True, where=f"analysts.{name}"), datasets)
+                for name in analysts_raw}
+    seen = {}
+    for a in analysts.values():
+        if a.token_sha256 in seen:
+            raise ConfigError(f"[analysts.{a.name}] token_sha256 is the same as [analysts.{seen[a.token_sha256]}]'s: "
+                              "give every analyst a token of their own")
+        seen[a.token_sha256] = a.name
+    return ServerConfig(path=path, server=server, datasets=datasets, analysts=analysts)
+
+
+# -- tables ------------------------------------------------------------------------------------------------------
+
+def _server(t: dict, base: str) -> ServerSettings:
+    w = "[server]"
+    _only(t, set(ServerSettings.__dataclass_fields__), w)
+    ledger = _path(t, "ledger", base, w, required=True)
+    if not os.path.isdir(os.path.dirname(ledger)):
+        raise ConfigError(f"{w} ledger: the folder of {ledger!r} does not exist (the ledger file itself is created "
+                          "on first use)")
+    releases = _path(t, "releases", base, w, required=True)
+    if os.path.exists(releases) and not os.path.isdir(releases):
+        raise ConfigError(f"{w} releases: {releases!r} is a file; give a folder")
+    if not os.path.isdir(os.path.dirname(releases)):
+        raise ConfigError(f"{w} releases: the folder containing {releases!r} does not exist")
+    jobs = _path(t, "jobs", base, w) or os.path.join(os.path.dirname(ledger), "jobs.sqlite")
+    owner_log = _path(t, "owner_log", base, w)
+    url = _str(t, "url", w)
+    if url is not None:
+        if not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", url):
+            raise ConfigError(f"{w} url must be the public base URL, e.g. \"https://maps.example.org/dpgeo\"; "
+                              f"got {url!r}")
+        url = url.rstrip("/")
+    kw = {}
+    for key, lo, hi in (("workers", 1, 64), ("max_body_bytes", 1024, 1 << 26), ("requests_per_minute", 1, 10**6),
+                        ("executions_per_minute", 1, 10**6), ("max_queued_jobs", 1, 10**5),
+                        ("max_jobs_per_analyst", 1, 10**5), ("max_grid_cells", 1, 1 << 30)):
+        if key in t:
+            kw[key] = _int(t, key, w, lo, hi)
+    if "min_job_seconds" in t:
+        v = t["min_job_seconds"]
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (0 <= v <= 3600) or not math.isfinite(v):
+            raise ConfigError(f"{w} min_job_seconds must be a number of seconds in [0, 3600], got {v!r}")
+        kw["min_job_seconds"] = float(v)
+    for key in ("title", "description", "basemap", "basemap_attribution"):
+        if key in t:
+            kw[key] = _str(t, key, w)
+    return ServerSettings(ledger=ledger, releases=releases, jobs=jobs, url=url, owner_log=owner_log, **kw)
+
+
+_DATASET_KEYS = {"path", "study_area", "total_epsilon", "title", "description", "layer", "x", "y", "input_crs", "crs",
+                 "person", "max_points_per_person", "max_points_per_record", "max_epsilon", "private_releases"}
+
+
+def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
+    from ..budget import exact_value, format_exact
+    from ..domain import as_study_area
+
+    w = f"[datasets.{name}]"
+    if not NAME_PATTERN.match(name):
+        raise ConfigError(f"{w}: a dataset name is 1-64 letters, digits, '_', '-' or '.', starting with a letter or "
+                          "digit (it appears in URLs)")
+    _only(t, _DATASET_KEYS, w)
+    for key, what in (("study_area", "the public study area: a bbox \"minlon,minlat,maxlon,maxlat\" or a polygon file"),
+                      ("total_epsilon", "the total privacy budget of all its releases together, e.g. 2.0")):
+        if key not in t:
+            raise ConfigError(f"{w} has no {key}: add {key} = ... ({what}); the service refuses to run without it")
+    data_path = _path(t, "path", base, w, required=True)
+    if not os.path.isfile(data_path):
+        raise ConfigError(f"{w} path: the input {data_path!r} does not exist")
+    sa = t["study_area"]
+    if isinstance(sa, list):
+        if len(sa) != 4 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in sa):
+            raise ConfigError(f"{w} study_area as a list needs 4 numbers [minlon, minlat, maxlon, maxlat]")
+        spec = [float(v) for v in sa]
+    elif isinstance(sa, str) and sa.strip():
+        parts = sa.split(",")
+        if len(parts) == 4 and _all_float(parts):
+            spec = sa
+        else:  # a polygon file, relative to the configuration file
+            spec = os.path.normpath(os.path.join(base, os.path.expanduser(sa)))
+            if not os.path.isfile(spec):
+                raise ConfigError(f"{w} study_area: {sa!r} is neither a bbox \"minlon,minlat,maxlon,maxlat\" nor an "
+                                  f"existing polygon file ({spec!r} does not exist)")
+    else:
+        raise ConfigError(f"{w} study_area must be a bbox \"minlon,minlat,maxlon,maxlat\" or a polygon file path")
+    crs = _str(t, "crs", w)
+    try:
+        area = as_study_area(spec, working_crs=crs)
+    except DpgeoError as exc:
+        raise ConfigError(f"{w} study_area: {exc}") from None
+    total = t["total_epsilon"]
+    if isinstance(total, bool) or not isinstance(total, (numbers.Real, str)):
+        raise ConfigError(f"{w} total_epsilon must be a number, e.g. 2.0; got {total!r}")
+    try:
+        total = exact_value(total, "total_epsilon")
+    except DpgeoError:
+        raise ConfigError(f"{w} total_epsilon must be a finite number, got {t['total_epsilon']!r}") from None
+    if total <= 0:
+        raise ConfigError(f"{w} total_epsilon must be > 0, got {format_exact(total)}")
+    max_eps = None
+    if "max_epsilon" in t:
+        try:
+            max_eps = exact_value(t["max_epsilon"], "max_epsilon")
+        except DpgeoError:
+            raise ConfigError(f"{w} max_epsilon must be a number > 0") from None
+        if max_eps <= 0:
+            raise ConfigError(f"{w} max_epsilon must be > 0")
+    person = _str(t, "person", w)
+    k = _int(t, "max_points_per_person", w, 1, 10**6) if "max_points_per_person" in t else None
+    if (person is None) != (k is None):
+        raise ConfigError(f"{w}: person and max_points_per_person go together (the column naming each point's person, "
+                          "and the most points one person may contribute)")
+    per_record = _int(t, "max_points_per_record", w, 1, 10**6) if "max_points_per_record" in t else 1
+    if person is not None and per_record != 1:
+        raise ConfigError(f"{w}: with person, bound the contribution with max_points_per_person, not "
+                          "max_points_per_record")
+    private = t.get("private_releases", False)
+    if not isinstance(private, bool):
+        raise ConfigError(f"{w} private_releases must be true or false")
+    return DatasetConfig(
+        name=name, path=data_path, study_area=spec, area=area, total_epsilon=total,
+        title=_str(t, "title", w) or name, description=_str(t, "description", w) or "",
+        layer=_str(t, "layer", w), x=_str(t, "x", w), y=_str(t, "y", w), input_crs=_str(t, "input_crs", w), crs=crs,
+        person=person, max_points_per_person=k, max_points_per_record=per_record, max_epsilon=max_eps,
+        private_releases=private)
+
+
+def _analyst(name: str, t: dict, datasets: dict) -> AnalystConfig:
+    w = f"[analysts.{name}]"
+    if not NAME_PATTERN.match(name):
+        raise ConfigError(f"{w}: an analyst name is 1-64 letters, digits, '_', '-' or '.', starting with a letter or "
+                          "digit")
+    _only(t, {"token_sha256", "datasets"}, w)
+    h = t.get("token_sha256")
+    if not isinstance(h, str) or not _HEX64.match(h.strip().lower()):
+        raise ConfigError(f"{w} token_sha256 must be the SHA-256 of the analyst's token as 64 hex digits (never the "
+                          "token itself); make both with: dpgeo serve --new-token " + name)
+    ds = t.get("datasets", [])
+    if not isinstance(ds, list) or not all(isinstance(d, str) for d in ds):
+        raise ConfigError(f"{w} datasets must be a list of dataset names, e.g. [\"stops\"]")
+    for d in ds:
+        if d not in datasets:
+            raise ConfigError(f"{w} datasets: {d!r} is not configured (add [datasets.{d}] or remove it here)")
+    return AnalystConfig(name=name, token_sha256=h.strip().lower(), datasets=tuple(dict.fromkeys(ds)))
+
+
+# -- small checks ------------------------------------------------------------------------------------------------
+
+def _table(t, key, required, where=None):
+    where = where or key
+    if key not in t:
+        if required:
+            raise ConfigError(f"the configuration has no [{where}] table")
+        return {}
+    v = t[key]
+    if not isinstance(v, dict):
+        raise ConfigError(f"[{where}] must be a table")
+    return v
+
+
+def _only(t, allowed, where):
+    unknown = sorted(set(t) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
+
+
+def _str(t, key, where):
+    v = t.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v.strip() or any(ord(c) < 32 for c in v) or len(v) > 4096:
+        raise ConfigError(f"{where} {key} must be a non-empty one-line string")
+    return v
+
+
+def _path(t, key, base, where, required=False):
+    v = t.get(key)
+    if v is None:
+        if required:
+            raise ConfigError(f"{where} has no {key}")
+        return None
+    if not isinstance(v, str) or not v.strip():
+        raise ConfigError(f"{where} {key} must be a path (relative to the configuration file)")
+    return os.path.normpath(os.path.join(base, os.path.expanduser(v)))
+
+
+def _int(t, key, where, lo, hi):
+    v = t[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ConfigError(f"{where} {key} must be an integer in [{lo}, {hi}], got {v!r}")
+    return v
+
+
+def _all_float(parts):
+    try:
+        [float(p) for p in parts]
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,219 @@
+"""The releases folder: each successful release as files, and the index the Features API reads.
+
+A release ``<id>`` (the ledger's release id: 128 random bits as hex) is stored as
+
+* ``<id>.gpkg`` and ``<id>.geojson`` — the layer with its privacy metadata, as
+  :meth:`dpgeo.result.ClusterLayer.to_file` writes them (the GeoJSON in
+  EPSG:4326, RFC 7946);
+* ``<id>.json`` — the record the service lists: title, dataset, process,
+  date, feature count, extent and the privacy metadata. It is written last,
+  atomically, so a release appears as a collection only once its files are
+  complete, and without a restart.
+
+Nothing here reads the private input: a release holds DP output and public
+parameters only. Ids are checked against their pattern before any path is
+built, so no request can name another file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+__all__ = ["RELEASE_ID", "ReleaseStore", "write_release"]
+
+#: A release id: the ledger's 32 lowercase hex digits.
+RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _atomic_json(path, obj):
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".dpgeo-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        os.chmod(tmp, 0o644)  # as readable as the layer files beside it (mkstemp makes 0600)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_release(folder, release_id, result, *, title, dataset, process_id, private, date, html=True):
+    """Write a release's files, then its record (which publishes it); returns the paths written.
+
+    Runs in a worker, after the mechanism: post-processing of the DP output only.
+    """
+    if not RELEASE_ID.match(release_id):
+        raise ValueError("not a release id")
+    os.makedirs(folder, exist_ok=True)
+    paths = {"gpkg": os.path.join(folder, f"{release_id}.gpkg"),
+             "geojson": os.path.join(folder, f"{release_id}.geojson")}
+    result.to_file(paths["gpkg"])
+    result.to_file(paths["geojson"])
+    with open(paths["geojson"], encoding="utf-8") as f:
+        fc = json.load(f)
+    bbox = _bbox(fc.get("features", []))
+    md = result.metadata
+    if bbox is None:  # an empty release: its extent is the public study area
+        bbox = _study_area_bbox(md.get("domain") or {})
+    record = {"id": release_id, "title": title, "dataset": dataset, "process": process_id, "date": date,
+              "private": bool(private), "n_features": len(fc.get("features", [])), "bbox": bbox,
+              "files": {k: os.path.basename(v) for k, v in paths.items()}, "metadata": md}
+    text = None
+    if html:  # the map page is a convenience: a release stands without one
+        from .mappage import map_html
+
+        try:
+            text = map_html(result.layer, md, title=title)
+        except Exception:
+            import logging
+
+            logging.getLogger("dpgeo.owner.worker").exception("release %s: no map page", release_id)
+    if text is not None:
+        paths["html"] = os.path.join(folder, f"{release_id}.html")
+        fd, tmp = tempfile.mkstemp(prefix=".dpgeo-", suffix=".html", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, paths["html"])
+        record["files"]["html"] = os.path.basename(paths["html"])
+    _atomic_json(os.path.join(folder, f"{release_id}.json"), record)
+    return list(paths.values())
+
+
+def _study_area_bbox(domain):
+    """The public study area's bounds in lon/lat (the extent of an empty release)."""
+    b = domain.get("bounds")
+    if not b:
+        return [-180.0, -90.0, 180.0, 90.0]
+    crs = domain.get("crs") or "EPSG:4326"
+    if crs not in ("EPSG:4326", "OGC:CRS84"):
+        from pyproj import Transformer
+
+        b = Transformer.from_crs(crs, "OGC:CRS84", always_xy=True).transform_bounds(*b)
+    return [float(v) for v in b]
+
+
+def _bbox(features):
+    import shapely
+
+    if not features:
+        return None
+    geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in features if f.get("geometry")])
+    if len(geoms) == 0:
+        return None
+    b = shapely.total_bounds(geoms)
+    return [float(v) for v in b] if np.all(np.isfinite(b)) else None
+
+
+class ReleaseStore:
+    """Reads the releases folder for the Features API (records and features cached by file time).
+
+    Parameters
+    ----------
+    folder : str
+        The ``releases`` folder of the configuration.
+    cache_size : int
+        Releases whose features are kept in memory.
+    """
+
+    def __init__(self, folder, cache_size=32):
+        self.folder = folder
+        self._records = {}          # id -> (mtime_ns, record)
+        self._features = OrderedDict()  # id -> (mtime_ns, features, bounds array)
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def path(self, release_id, kind):
+        """The file of a release (``kind`` from its record's files); None for a bad id."""
+        if not RELEASE_ID.match(release_id or ""):
+            return None
+        rec = self.get(release_id)
+        if rec is None or kind not in rec.get("files", {}):
+            return None
+        name = rec["files"][kind]
+        if name != os.path.basename(name) or not name.startswith(release_id):
+            return None
+        return os.path.join(self.folder, name)
+
+    def ids(self):
+        """Ids of every published release, newest first."""
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return []
+        entries = []
+        for n in names:
+            stem, ext = os.path.splitext(n)
+            if ext == ".json" and RELEASE_ID.match(stem):
+                try:
+                    entries.append((os.stat(os.path.join(self.folder, n)).st_mtime_ns, stem))
+                except FileNotFoundError:
+                    continue
+        return [s for _, s in sorted(entries, reverse=True)]
+
+    def get(self, release_id):
+        """A release's record, or None (bad id, no such release, unreadable record)."""
+        if not RELEASE_ID.match(release_id or ""):
+            return None
+        p = os.path.join(self.folder, f"{release_id}.json")
+        try:
+            mtime = os.stat(p).st_mtime_ns
+        except FileNotFoundError:
+            return None
+        with self._lock:
+            hit = self._records.get(release_id)
+            if hit and hit[0] == mtime:
+                return hit[1]
+        try:
+            with open(p, encoding="utf-8") as f:
+                rec = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(rec, dict) or rec.get("id") != release_id:
+            return None
+        with self._lock:
+            self._records[release_id] = (mtime, rec)
+        return rec
+
+    def features(self, release_id):
+        """``(features, bounds)`` of a release: GeoJSON feature dicts with ids, and an (n, 4) bounds array."""
+        p = self.path(release_id, "geojson")
+        if p is None:
+            return None
+        try:
+            mtime = os.stat(p).st_mtime_ns
+        except FileNotFoundError:
+            return None
+        with self._lock:
+            hit = self._features.get(release_id)
+            if hit and hit[0] == mtime:
+                self._features.move_to_end(release_id)
+                return hit[1], hit[2]
+        import shapely
+
+        with open(p, encoding="utf-8") as f:
+            fc = json.load(f)
+        feats = []
+        for i, feat in enumerate(fc.get("features", [])):
+            props = feat.get("properties") or {}
+            fid = props.get("cluster_id", i + 1)
+            feats.append({"type": "Feature", "id": int(fid), "geometry": feat.get("geometry"), "properties": props})
+        if feats:
+            geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in feats])
+            bounds = shapely.bounds(geoms)
+        else:
+            bounds = np.zeros((0, 4))
+        with self._lock:
+            self._features[release_id] = (mtime, feats, bounds)
+            while len(self._features) > self._cache_size:
+                self._features.popitem(last=False)
+        return feats, bounds

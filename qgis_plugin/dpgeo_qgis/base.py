@@ -1,0 +1,124 @@
+"""The base class of the dpgeo Processing algorithms.
+
+Everything here is conversion between QGIS and the dpgeo library: QGIS
+layers to coordinate arrays, QGIS parameters to library keyword arguments,
+the library's cluster layer to QGIS features, and the library's privacy
+metadata to QGIS layer metadata. There is no privacy mechanism in the plugin.
+The parts live in their own modules and are mixed in here: parameters
+(:mod:`.parameters`), the privacy-budget ledger (:mod:`.ledger`), reading the
+point layer (:mod:`.reading`), running the library (:mod:`.running`) and
+writing the output (:mod:`.writing`).
+"""
+
+from __future__ import annotations
+
+from qgis.core import QgsProcessingAlgorithm, QgsProcessingException
+
+from .deps import DpgeoImportError, import_dpgeo
+from .ledger import LedgerMixin
+from .parameters import ParametersMixin, exact, tr
+from .reading import ReadingMixin
+from .resources import plugin_icon
+from .running import Cancelled, RunningMixin
+from .writing import WritingMixin
+
+__all__ = ["DpgeoAlgorithmBase"]
+
+
+class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixin, WritingMixin,
+                         QgsProcessingAlgorithm):
+    """Base of the dpgeo algorithms: parameters shared by all of them and the run plumbing."""
+
+    #: Title used for the result layer (subclasses override).
+    result_title = "dpgeo clusters"
+
+    def __init__(self):
+        super().__init__()
+        self._dest_id = None
+        self._results = {}
+        self._metadata = None
+        self._summary = ""
+        self._ledger_path = None
+
+    # -- QGIS boilerplate ------------------------------------------------------
+    def tr(self, text):
+        return tr(text)
+
+    def createInstance(self):  # noqa: N802 (QGIS API)
+        return type(self)()
+
+    def group(self):
+        return ""
+
+    def groupId(self):  # noqa: N802 (QGIS API)
+        return ""
+
+    def icon(self):
+        return plugin_icon()
+
+    def helpUrl(self):  # noqa: N802 (QGIS API)
+        return "https://github.com/dpgeo/dpgeo/blob/main/docs/qgis.md"
+
+    def canExecute(self):  # noqa: N802 (QGIS API)
+        try:
+            import_dpgeo()
+        except DpgeoImportError as err:
+            return False, str(err)
+        return True, ""
+
+    # -- a run -------------------------------------------------------------------
+    def run_points_algorithm(self, parameters, context, feedback, func, kwargs):
+        """Check, read the points, run ``func(points, **kwargs)`` and write the sink.
+
+        Everything that can be checked without the private points is checked
+        first (parameters, output path, study area, the dataset's privacy
+        budget): a refused run reads nothing. The library then charges the
+        release once, in its own ledger transaction.
+        """
+        source = self.parameterAsSource(parameters, self.INPUT, context)
+        if source is None:
+            raise QgsProcessingException(self.invalidSourceError(parameters, self.INPUT))
+        person_field, cap = self.person_kwargs(parameters, context)
+        if person_field and kwargs.get("sensitivity", 1) != 1:
+            raise QgsProcessingException(self.tr(
+                "With a person field, bound each person's points with 'Maximum points per person' and leave "
+                "'Maximum points per record' at 1."))
+        self.check_output_not_input(parameters, context)
+        area = self.study_area(parameters, context, feedback, source)
+        if area["domain_from_data"]:  # the library derives the extent from the points themselves
+            area = {"domain": None, "domain_from_data": True}
+        seed = self.optional_int(parameters, self.SEED, context)
+        private = seed is None and not area["domain_from_data"] and kwargs.get("epsilon") is not None
+        kwargs.update(self.check_budget(parameters, context, feedback, epsilon=kwargs.get("epsilon"),
+                                        private=private))
+        try:
+            x, y, crs, n_null, person, n_no_person = self.read_input(parameters, context, feedback, source,
+                                                                     person_field)
+        except Cancelled:
+            raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written.")) from None
+        if n_null:
+            feedback.pushInfo(exact(self.tr("{} features without a point geometry were skipped.").format(n_null)))
+        if n_no_person:
+            feedback.pushInfo(exact(self.tr("{} features without a person (NULL in {!r}) were skipped.").format(
+                n_no_person, person_field)))
+        if person_field:
+            import pandas as pd
+
+            # named, so the published metadata says which field identifies a person
+            kwargs["person"] = pd.Series(person, name=person_field, dtype=object)
+            kwargs["max_points_per_person"] = cap
+        if x.size == 0:
+            raise QgsProcessingException(self.tr("The point layer has no points (after skipping empty geometries)."))
+        kwargs.update(area)
+        working = self.working_crs(parameters, context)
+        if working:
+            kwargs["crs"] = working
+        if seed is not None:
+            kwargs["seed"] = seed
+            feedback.reportError(self.tr("A test seed was given: the noise is reproducible, so this result is "
+                                         "NOT differentially private."), False)
+        kwargs["progress"] = self.progress_callback(feedback)
+        result = self.call_library(func, feedback, (x, y, crs), **kwargs)
+        if feedback.isCanceled():
+            raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written."))
+        return self.write_result(result, parameters, context, feedback)

@@ -1,0 +1,468 @@
+"""``dpgeo serve`` over real HTTP on 127.0.0.1: OGC API - Processes and Features, and the security model.
+
+One server for the module (its datasets, analysts and limits below). The
+last test greps every response of the module and the service log for the
+private inputs' sentinel values and exact record count.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+from fractions import Fraction
+
+import pytest
+from service_helpers import (
+    AREA_TEXT,
+    N_PRIVATE,
+    SENTINEL_COORD,
+    SENTINEL_PERSON,
+    SENTINEL_TEXT,
+    Client,
+    Server,
+    make_points,
+    wait_job,
+    write_config,
+)
+
+TOKENS = {"alice": "alice-token-0123456789abcdefghijklmnopqrstu", "bob": "bob-token-0123456789abcdefghijklmnopqrstuvw",
+          "carol": "carol-token-0123456789abcdefghijklmnopqrstu", "rl": "rl-token-0123456789abcdefghijklmnopqrstuvwx",
+          "eve": "eve-token-0123456789abcdefghijklmnopqrstuvw", "dan": "dan-token-0123456789abcdefghijklmnopqrstuvw"}
+SPANS = {"epsilon": 0.5, "radius_m": 300, "min_points": 40}
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory):
+    d = tmp_path_factory.mktemp("service")
+    make_points(d / "stops.gpkg")
+    make_points(d / "elsewhere.gpkg", seed=1, outside=True)
+    _with_a_line(make_points(d / "odd.gpkg", seed=2))
+    make_points(d / "gone.gpkg", seed=3)
+    common = {"study_area": AREA_TEXT, "layer": "points"}
+    config = write_config(
+        d,
+        server={"executions_per_minute": 60, "requests_per_minute": 2000, "max_body_bytes": 8192,
+                "owner_log": "owner.log", "workers": 1},
+        datasets={
+            "stops": {"path": "stops.gpkg", "total_epsilon": 6.0, "person": "officer", "max_points_per_person": 3,
+                      **common},
+            "small": {"path": "stops.gpkg", "total_epsilon": 1.0, **common},
+            "empty": {"path": "elsewhere.gpkg", "total_epsilon": 2.0, **common},
+            "secret": {"path": "stops.gpkg", "total_epsilon": 2.0, "private_releases": True, **common},
+            "odd": {"path": "odd.gpkg", "total_epsilon": 2.0, "person": "officer", "max_points_per_person": 3,
+                    **common},
+            "gone": {"path": "gone.gpkg", "total_epsilon": 2.0, **common},
+            "shared": {"path": "stops.gpkg", "total_epsilon": 1.5, **common},
+            "queue": {"path": "stops.gpkg", "total_epsilon": 10.0, **common},
+        },
+        analysts={"alice": (TOKENS["alice"], ["stops", "small", "empty", "odd", "gone", "shared"]),
+                  "bob": (TOKENS["bob"], ["secret", "small"]), "carol": (TOKENS["carol"], ["small"]),
+                  "rl": (TOKENS["rl"], ["stops"]), "eve": (TOKENS["eve"], []), "dan": (TOKENS["dan"], ["queue"])},
+    )
+    holder = {"server": Server(config, d), "dir": d, "config": config}
+    yield holder
+    holder["server"].stop()
+
+
+def _with_a_line(path):
+    """Append one record that is not a point (a line) to a private point layer."""
+    import geopandas as gpd
+    import pandas as pd
+    from shapely.geometry import LineString
+
+    gdf = gpd.read_file(path, layer="points")
+    line = gpd.GeoDataFrame({"officer": ["p1"], "note": [SENTINEL_TEXT]},
+                            geometry=[LineString([(-93.27, 44.98), (-93.26, 44.99)])], crs=gdf.crs)
+    gpd.GeoDataFrame(pd.concat([gdf, line], ignore_index=True), crs=gdf.crs).to_file(path, layer="points",
+                                                                                      driver="GPKG")
+    return path
+
+
+def client(svc, who=None):
+    return Client(svc["server"].url, TOKENS[who] if who else None)
+
+
+def ledger(svc):
+    from dpgeo.budget import Ledger
+
+    return Ledger(svc["dir"] / "ledger.sqlite")
+
+
+def is_problem(r, status):
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.headers["content-type"].startswith("application/json")
+    doc = r.json()
+    assert doc["status"] == status and doc["type"] and doc["title"]
+    return doc
+
+
+# -- the standards' core --------------------------------------------------------------------------------------------
+
+def test_landing_page_conformance_and_api_definition(svc):
+    c = client(svc)
+    doc = c.get("/").json()
+    rels = {link["rel"] for link in doc["links"]}
+    assert {"self", "service-desc", "conformance", "data", "http://www.opengis.net/def/rel/ogc/1.0/processes",
+            "http://www.opengis.net/def/rel/ogc/1.0/job-list"} <= rels
+    conf = c.get("/conformance").json()["conformsTo"]
+    for cls in ("ogcapi-processes-1/1.0/conf/core", "ogcapi-processes-1/1.0/conf/ogc-process-description",
+                "ogcapi-processes-1/1.0/conf/json", "ogcapi-processes-1/1.0/conf/job-list",
+                "ogcapi-features-1/1.0/conf/core", "ogcapi-features-1/1.0/conf/geojson"):
+        assert any(u.endswith(cls) for u in conf), cls
+    api = c.get("/api")
+    assert api.status_code == 200 and "openapi" in api.json()
+    assert is_problem(c.get("/no/such/path"), 404)["type"].endswith("not-found")
+
+
+def test_processes_describe_their_inputs_with_json_schema(svc):
+    anon = client(svc).get("/processes").json()
+    assert {p["id"] for p in anon["processes"]} == {"dp-dbscan-spans", "dp-wavecluster", "noise-preview"}
+    d = client(svc).get("/processes/dp-dbscan-spans").json()
+    assert d["inputs"]["epsilon"]["schema"] == {"type": "number", "minimum": 0.001, "maximum": 100}
+    assert d["inputs"]["min_points"]["schema"]["type"] == "integer"
+    assert d["inputs"]["beta"]["schema"]["default"] == 0.05
+    assert d["inputs"]["gamma"]["schema"]["enum"] == ["laplace", "exact"]
+    assert "enum" not in d["inputs"]["dataset"]["schema"]  # no dataset name for a caller without a token
+    assert set(d["outputs"]) == {"release", "layer"}
+    assert "seed" not in d["inputs"] and "domain_from_data" not in d["inputs"]  # nothing that is not private
+    wc = client(svc).get("/processes/dp-wavecluster").json()
+    assert wc["inputs"]["method"]["schema"]["enum"] == ["privthr", "privthr-em", "privqt"]  # no 'exact'
+    mine = client(svc, "alice").get("/processes/dp-dbscan-spans").json()
+    assert mine["inputs"]["dataset"]["schema"]["enum"] == ["empty", "gone", "odd", "shared", "small", "stops"]
+    assert client(svc, "carol").get("/processes/dp-dbscan-spans").json()["inputs"]["dataset"]["schema"]["default"] \
+        == "small"
+    assert is_problem(client(svc).get("/processes/nope"), 404)["type"].endswith("no-such-process")
+
+
+# -- who may do what ------------------------------------------------------------------------------------------------
+
+def test_execution_needs_a_valid_bearer_token(svc):
+    body = {"inputs": dict(SPANS, dataset="stops")}
+    url = "/processes/dp-dbscan-spans/execution"
+    r = client(svc).post(url, json=body)
+    assert is_problem(r, 401) and r.headers["www-authenticate"].startswith("Bearer")
+    for header in (f"Bearer {TOKENS['alice']}x", f"Basic {TOKENS['alice']}", f"bearer{TOKENS['alice']}", "Bearer ",
+                   "Bearer " + "a" * 600):
+        assert is_problem(client(svc).post(url, json=body, headers={"Authorization": header}), 401)
+    assert is_problem(client(svc).post(url + f"?access_token={TOKENS['alice']}", json=body), 401)
+    assert is_problem(client(svc).get("/jobs"), 401)
+    # a wrong token is refused everywhere, even where no token is needed
+    assert is_problem(client(svc).get("/collections", headers={"Authorization": "Bearer nope"}), 401)
+    assert ledger(svc).budget("stops").n_charged == 0
+
+
+def test_unknown_and_ungranted_datasets_get_the_same_answer(svc):
+    answers = set()
+    for who, name in (("alice", "secret"), ("alice", "nope"), ("eve", "stops"), ("eve", "secret"),
+                      ("alice", "../stops"), ("alice", "stops.gpkg"), ("alice", "/etc/passwd")):
+        r = client(svc, who).execute("noise-preview", dict(SPANS, dataset=name))
+        doc = is_problem(r, 400)
+        answers.add(doc["detail"].replace(repr(name[:64]), "NAME"))
+    assert answers == {"input 'dataset': no dataset NAME is available to you"}
+
+
+def test_inputs_are_checked_against_their_bounds_before_any_work(svc):
+    c = client(svc, "alice")
+    bad = [
+        ({"dataset": "stops", "epsilon": 0, "radius_m": 300, "min_points": 40}, "must be >= 0.001"),
+        ({"dataset": "stops", "epsilon": 7, "radius_m": 300, "min_points": 40}, "must be <= 6"),  # > the total
+        ({"dataset": "stops", "epsilon": "1", "radius_m": 300, "min_points": 40}, "must be a number"),
+        ({"dataset": "stops", "epsilon": True, "radius_m": 300, "min_points": 40}, "must be a number"),
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 1.5}, "must be an integer"),
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 300}, "'min_points' is required"),
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 0.01, "min_points": 40}, "cells"),  # grid memory bound
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 40, "seed": 1}, "unknown input 'seed'"),
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 40, "gamma": "float"}, "one of"),
+        ({"dataset": "stops", "epsilon": {"href": "file:///etc/passwd"}, "radius_m": 300, "min_points": 40},
+         "by reference"),
+    ]
+    for inputs, message in bad:
+        doc = is_problem(c.execute("dp-dbscan-spans", inputs), 400)
+        assert message in doc["detail"], (inputs, doc)
+    wc = is_problem(c.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 1}), 400)
+    assert "exactly one of" in wc["detail"]
+    wc = is_problem(c.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 1, "cell_m": 0.5}), 400)
+    assert "cells" in wc["detail"]
+    assert is_problem(c.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 1, "grid_size": 64,
+                                                   "method": "exact"}), 400)
+    for raw in (b"not json", b"[1, 2]", b'{"inputs": [1]}', b'{"input": {}}'):
+        assert is_problem(c.post("/processes/dp-dbscan-spans/execution", data=raw), 400)
+    assert ledger(svc).budget("stops").n_charged == 0 and c.get("/jobs").json()["jobs"] == []
+
+
+def test_body_size_is_limited(svc):
+    c = client(svc, "alice")
+    big = json.dumps({"inputs": dict(SPANS, dataset="stops", title="x" * 10000)})
+    assert is_problem(c.post("/processes/dp-dbscan-spans/execution", data=big,
+                             headers={"Content-Type": "application/json"}), 413)
+
+    def chunks():  # no Content-Length: counted as it arrives (small enough to be sent before the answer)
+        for _ in range(4):
+            yield b" " * 3000
+    assert is_problem(c.post("/processes/dp-dbscan-spans/execution", data=chunks()), 413)
+
+
+def test_per_analyst_rate_limit(svc):
+    c = client(svc, "rl")
+    statuses = [c.execute("noise-preview", {"dataset": "stops", "epsilon": -1, "radius_m": 300,
+                                            "min_points": 40}).status_code for _ in range(62)]
+    assert statuses[:60] == [400] * 60 and statuses[-1] == 429
+    r = c.execute("noise-preview", dict(SPANS, dataset="stops"))
+    assert is_problem(r, 429) and int(r.headers["retry-after"]) >= 1
+    assert client(svc, "alice").execute("noise-preview", dict(SPANS, dataset="stops")).status_code == 200
+
+
+def test_path_traversal_finds_nothing(svc):
+    c = client(svc, "alice")
+    for path in ("/collections/..%2F..%2Fledger.sqlite", "/collections/%2e%2e%2fservice.toml/items",
+                 "/collections/..%2Fstops.gpkg/files/gpkg", "/jobs/..%2Fjobs.sqlite", "/jobs/%2e%2e",
+                 "/collections/" + "0" * 32 + "/files/..%2F..%2Fservice.toml",
+                 "/collections/" + "0" * 32 + "/files/gpkg", "/collections/stops", "/collections/stops/items",
+                 "/processes/..%2F..%2Fetc%2Fpasswd", "/collections/%00/items", "/collections/" + "A" * 32):
+        r = c.get(path)
+        assert r.status_code == 404, (path, r.status_code)
+        assert b"SQLite format" not in r.content and b"[server]" not in r.content and b"GPKG" not in r.content
+
+
+# -- releases and jobs ------------------------------------------------------------------------------------------------
+
+def test_preview_spends_nothing_and_shows_the_budget_left(svc):
+    doc = client(svc, "alice").execute("noise-preview", dict(SPANS, dataset="stops")).json()["preview"]
+    assert doc["spends_budget"] is False and doc["kappa"] == 21 and doc["dataset_left_epsilon"] == 6.0
+    assert ledger(svc).budget("stops").n_charged == 0
+
+
+def test_sync_release_is_published_as_a_features_collection(svc):
+    c = client(svc, "alice")
+    before = {x["id"] for x in client(svc).get("/collections").json()["collections"]}
+    r = c.execute("dp-dbscan-spans", dict(SPANS, dataset="stops", title="Stops <b>2017</b>"))
+    assert r.status_code == 200, r.text
+    res = r.json()
+    rel, layer = res["release"], res["layer"]
+    rid = rel["id"]
+    md = rel["metadata"]
+    assert md["differentially_private"] is True and md["epsilon"] == 0.5 and md["dataset"] == "stops"
+    assert md["release_id"] == rid and md["dataset_spent_epsilon"] == 0.5 and md["dataset_total_epsilon"] == 6.0
+    assert md["privacy_unit"] == "person"
+    assert layer["type"] == "FeatureCollection" and len(layer["features"]) == rel["n_features"] >= 1
+    assert r.headers["link"].startswith("<") and 'rel="monitor"' in r.headers["link"]
+    # a new collection, without a restart, readable by anyone (the dataset's releases are public)
+    anon = client(svc)
+    cols = {x["id"]: x for x in anon.get("/collections").json()["collections"]}
+    assert set(cols) - before == {rid}
+    col = anon.get(f"/collections/{rid}").json()
+    assert col["title"] == "Stops <b>2017</b>" and col["itemType"] == "feature"
+    assert col["crs"] == ["http://www.opengis.net/def/crs/OGC/1.3/CRS84"]
+    assert "ε = 0.5" in col["description"] and "dp_count" in col["description"] and col["dpgeo"]["epsilon"] == 0.5
+    items = anon.get(f"/collections/{rid}/items")
+    assert items.headers["content-type"] == "application/geo+json"
+    assert items.headers["access-control-allow-origin"] == "*" and items.headers["x-content-type-options"] == "nosniff"
+    fc = items.json()
+    assert fc["numberMatched"] == fc["numberReturned"] == rel["n_features"]
+    assert [f["id"] for f in fc["features"]] == [f["properties"]["cluster_id"] for f in layer["features"]]
+    # paging
+    page = anon.get(f"/collections/{rid}/items?limit=1").json()
+    assert page["numberReturned"] == 1
+    if rel["n_features"] > 1:
+        nxt = next(link["href"] for link in page["links"] if link["rel"] == "next")
+        assert anon.get(nxt).json()["features"][0]["id"] == fc["features"][1]["id"]
+    # bbox: everything, then nothing
+    assert anon.get(f"/collections/{rid}/items?bbox={AREA_TEXT}").json()["numberMatched"] == rel["n_features"]
+    assert anon.get(f"/collections/{rid}/items?bbox=10,10,11,11").json()["numberMatched"] == 0
+    assert is_problem(anon.get(f"/collections/{rid}/items?bbox=1,2,3"), 400)
+    assert is_problem(anon.get(f"/collections/{rid}/items?limit=0"), 400)
+    assert is_problem(anon.get(f"/collections/{rid}/items?filter=x"), 400)
+    one = anon.get(f"/collections/{rid}/items/{fc['features'][0]['id']}")
+    assert one.headers["content-type"] == "application/geo+json" and one.json()["id"] == fc["features"][0]["id"]
+    assert is_problem(anon.get(f"/collections/{rid}/items/99999"), 404)
+    # the web map and the files
+    page = anon.get(f"/collections/{rid}/map")
+    assert page.headers["content-type"].startswith("text/html") and "dp-cluster" in page.text
+    assert "<b>2017</b>" not in page.text  # the title is escaped
+    assert anon.get(f"/collections/{rid}/files/gpkg").content[:15] == b"SQLite format 3"
+    assert anon.get(f"/collections/{rid}/files/geojson").json()["dpgeo"]["release_id"] == rid
+    # the ledger: one completed release by alice, with its files
+    b = ledger(svc).budget("stops")
+    assert b.spent_epsilon == Fraction(1, 2) and [(x.release_id, x.analyst, x.status) for x in b.releases] == \
+        [(rid, "alice", "completed")]
+    assert sorted(p.rsplit(".", 1)[1] for p in b.releases[0].outputs) == ["geojson", "gpkg", "html"]
+    svc["release"] = rid
+    svc["release_doc"] = res
+
+
+def test_async_job_belongs_to_its_analyst(svc):
+    alice, bob = client(svc, "alice"), client(svc, "bob")
+    r = alice.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 0.25, "grid_size": 64}, asynchronous=True)
+    assert r.status_code == 201, r.text
+    loc = r.headers["location"]
+    assert r.headers["preference-applied"] == "respond-async" and r.json()["status"] in ("accepted", "running")
+    job = wait_job(alice, loc)
+    assert job["status"] == "successful" and job["processID"] == "dp-wavecluster"
+    res = alice.get(loc + "/results").json()
+    assert res["release"]["metadata"]["method"] == "privthr" and res["release"]["dataset"] == "stops"
+    only = alice.post("/processes/dp-wavecluster/execution", json={
+        "inputs": {"dataset": "stops", "epsilon": 0.25, "grid_size": 64}, "outputs": {"layer": {}},
+        "response": "raw"})
+    assert only.status_code == 200 and only.headers["content-type"] == "application/geo+json"
+    assert only.json()["type"] == "FeatureCollection"
+    # another analyst: the job does not exist for them, exactly like a made-up id
+    jid = loc.rsplit("/", 1)[1]
+    other = bob.get(f"/jobs/{jid}")
+    made_up = bob.get("/jobs/" + "0" * 32)
+    assert other.status_code == made_up.status_code == 404 and other.json() == made_up.json()
+    assert is_problem(bob.get(f"/jobs/{jid}/results"), 404)
+    assert jid not in {j["jobID"] for j in bob.get("/jobs").json()["jobs"]}
+    mine = {j["jobID"]: j for j in alice.get("/jobs").json()["jobs"]}
+    assert jid in mine and mine[jid]["status"] == "successful"
+    svc["job"] = jid
+
+
+def test_concurrent_requests_never_overspend(svc):
+    # 'small' has a total of 1; eight concurrent releases at 0.25 from three analysts: exactly four fit
+    who = ["alice", "bob", "carol", "alice", "bob", "carol", "alice", "bob"]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        rs = list(pool.map(lambda w: client(svc, w).execute(
+            "dp-dbscan-spans", dict(SPANS, dataset="small", epsilon=0.25)), who))
+    codes = sorted(r.status_code for r in rs)
+    assert codes == [200] * 4 + [409] * 4, [(r.status_code, r.text[:200]) for r in rs]
+    for r in rs:
+        if r.status_code == 409:
+            doc = r.json()
+            assert doc["left_epsilon"] in (0.0, 0.25, 0.5, 0.75) and "is left" in doc["detail"]
+    b = ledger(svc).budget("small")
+    assert b.spent_epsilon == 1 and b.n_charged == 4 and all(x.status == "completed" for x in b.releases)
+    # nothing is left: the answer names it
+    doc = is_problem(client(svc, "carol").execute("dp-dbscan-spans", dict(SPANS, dataset="small", epsilon=0.25)), 409)
+    assert doc["left_epsilon"] == 0.0 and doc["dataset"] == "small" and "0 is left" in doc["detail"]
+
+
+def test_the_command_line_and_the_service_share_one_budget_under_concurrency(svc):
+    # 'shared' has a total of 1.5: six releases at 0.25 fit; four command-line runs on the same ledger race
+    # with four HTTP releases, so exactly six of the eight succeed
+    import os
+    import subprocess
+    import sys
+
+    d = svc["dir"]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("DPGEO_LEDGER", None)
+    cli = [[sys.executable, "-m", "dpgeo", "spans", str(d / "stops.gpkg"), "--layer", "points", "--epsilon", "0.25",
+            "--radius", "300", "--min-points", "40", f"--domain={AREA_TEXT}", "--dataset", "shared",
+            "--ledger", str(d / "ledger.sqlite"), "-o", str(d / f"cli-{i}.geojson")] for i in range(4)]
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(d))
+             for c in cli]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        rs = list(pool.map(lambda _: client(svc, "alice").execute(
+            "dp-dbscan-spans", dict(SPANS, dataset="shared", epsilon=0.25)), range(4)))
+    outs = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    http_ok = sum(r.status_code == 200 for r in rs)
+    cli_ok = sum(code == 0 for code, _ in outs)
+    assert all(r.status_code in (200, 409) for r in rs), [(r.status_code, r.text[:300]) for r in rs]
+    assert all(code == 0 or "budget" in err.lower() for code, err in outs), outs
+    assert http_ok + cli_ok == 6, (http_ok, cli_ok, outs)
+    b = ledger(svc).budget("shared")
+    assert b.spent_epsilon == Fraction(3, 2) and b.n_charged == 6
+
+
+def test_concurrent_executions_never_queue_more_jobs_than_an_analyst_may_have(svc):
+    # max_jobs_per_analyst is 4 (the default): of ten simultaneous asynchronous releases by one analyst, at most
+    # four are queued; the others are refused with 429 while those four are queued or running
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        rs = list(pool.map(lambda _: client(svc, "dan").execute(
+            "dp-dbscan-spans", dict(SPANS, dataset="queue", epsilon=0.1), asynchronous=True), range(10)))
+    accepted = [r for r in rs if r.status_code == 201]
+    refused = [is_problem(r, 429) for r in rs if r.status_code != 201]
+    assert 1 <= len(accepted) <= 4 and len(accepted) + len(refused) == 10
+    assert all(doc["detail"].startswith("you have 4 jobs") for doc in refused), [d["detail"] for d in refused]
+    for r in accepted:
+        assert wait_job(client(svc, "dan"), r.headers["location"])["status"] == "successful"
+
+
+def test_private_releases_are_seen_only_by_analysts_granted_the_dataset(svc):
+    r = client(svc, "bob").execute("dp-dbscan-spans", dict(SPANS, dataset="secret"))
+    assert r.status_code == 200, r.text
+    rid = r.json()["release"]["id"]
+    assert rid in {x["id"] for x in client(svc, "bob").get("/collections").json()["collections"]}
+    for c in (client(svc), client(svc, "alice")):
+        assert rid not in {x["id"] for x in c.get("/collections").json()["collections"]}
+        for suffix in ("", "/items", "/items/1", "/map", "/files/gpkg"):
+            r = c.get(f"/collections/{rid}{suffix}")
+            made_up = c.get(f"/collections/{'f' * 32}{suffix}")
+            assert r.status_code == made_up.status_code == 404 and r.json() == made_up.json(), suffix
+    assert client(svc, "bob").get(f"/collections/{rid}/items").status_code == 200
+
+
+def test_no_point_in_the_study_area_is_a_normal_release(svc):
+    c = client(svc, "alice")
+    r = c.execute("dp-dbscan-spans", dict(SPANS, dataset="empty"))
+    assert r.status_code == 200, r.text
+    empty = r.json()
+    full = svc["release_doc"]  # the same process on a dataset with points: the same shape of answer
+    assert set(empty) == set(full) and set(empty["release"]) == set(full["release"])
+    assert set(empty["release"]["metadata"]) == set(full["release"]["metadata"])
+    col = client(svc).get(f"/collections/{empty['release']['id']}").json()
+    assert col["extent"]["spatial"]["bbox"][0] == pytest.approx([-93.33, 44.89, -93.19, 45.06])
+    # the owner hears about it in the owner's log; the service log says nothing about the data
+    owner = (svc["dir"] / "owner.log").read_text()
+    assert "inside the study area" in owner and "exact, not private" in owner
+    assert "study area" not in svc["server"].log()
+
+
+def test_one_record_that_is_not_a_point_does_not_decide_the_answer(svc):
+    # the record is dropped and counted by reason (in every mode, as for the CLI); the analyst sees no trace of it
+    r = client(svc, "alice").execute("dp-dbscan-spans", dict(SPANS, dataset="odd"))
+    assert r.status_code == 200, r.text
+    odd, full = r.json(), svc["release_doc"]
+    assert set(odd) == set(full) and set(odd["release"]["metadata"]) == set(full["release"]["metadata"])
+    assert odd["release"]["metadata"]["differentially_private"] is True
+    assert "LineString" not in svc["server"].log()
+
+
+def test_an_input_that_cannot_be_read_is_a_generic_failure_and_charges_nothing(svc):
+    (svc["dir"] / "gone.gpkg").unlink()  # the owner moved the file while the server runs
+    doc = is_problem(client(svc, "alice").execute("dp-dbscan-spans", dict(SPANS, dataset="gone")), 500)
+    assert doc["type"].endswith("release-failed") and "gone" not in doc["detail"] and "/" not in doc["detail"]
+    assert ledger(svc).budget("gone").spent_epsilon == 0  # the charge made before the read was cancelled
+    # the owner's log (not the analyst) gets the cause
+    assert "gone.gpkg" in (svc["dir"] / "owner.log").read_text()
+    make_points(svc["dir"] / "gone.gpkg", seed=3)  # back, for the restart below
+
+
+def test_jobs_and_releases_survive_a_restart(svc):
+    old = svc["server"]
+    old.stop()
+    svc["old_log"] = old.log()
+    svc["server"] = Server(svc["config"], svc["dir"])
+    c = client(svc, "alice")
+    job = c.get(f"/jobs/{svc['job']}").json()
+    assert job["status"] == "successful"
+    assert c.get(f"/jobs/{svc['job']}/results").status_code == 200
+    assert client(svc).get(f"/collections/{svc['release']}/items").status_code == 200
+
+
+def test_no_response_and_no_log_line_holds_a_data_value(svc):
+    """Sentinels planted in the private inputs never come back, and the exact record count is nowhere."""
+    assert len(Client.seen) > 100
+    secrets = [SENTINEL_TEXT, SENTINEL_PERSON, SENTINEL_COORD, "44.9744654321"] + list(TOKENS.values())
+    for method, path, status, ctype, body in Client.seen:
+        text = body.decode("utf-8", "replace")
+        for s in secrets:
+            assert s not in text, (method, path, s)
+        if status >= 400:  # an error answer never carries a number from the data
+            assert str(N_PRIVATE) not in text and f"{N_PRIVATE:,}" not in text, (method, path, text)
+    log = svc.get("old_log", "") + svc["server"].log()
+    # drop what the log itself adds (timestamps, client ports, durations), which may contain any digits
+    log = re.sub(r"(?m)^\S+ \S+ |127\.0\.0\.1:\d+|\d+ ms$|\[\d+\]", "", log)
+    for s in secrets + [str(N_PRIVATE), f"{N_PRIVATE:,}"]:
+        assert s not in log, s
+    own = "\n".join(line for line in log.splitlines() if "dpgeo.server.access" not in line)
+    assert "stops.gpkg" not in own and "elsewhere.gpkg" not in own  # (the access log shows the paths asked for)
+    # the log says who spent what
+    assert "release: analyst=alice dataset=stops process=dp-dbscan-spans epsilon=0.5 release_id=" in log
+    assert "refused (budget): analyst=" in log and "dataset=small" in log
+    # and the owner's log does get the exact facts (it exists for them)
+    assert "exact, not private" in (svc["dir"] / "owner.log").read_text()

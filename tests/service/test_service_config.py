@@ -1,0 +1,207 @@
+"""The service's configuration, tokens, rate limits and job padding, without a running server (plus the CLI)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from service_helpers import ROOT, make_points
+
+from dpgeo.errors import ParameterError
+from dpgeo.server import auth as auth_module
+from dpgeo.server.auth import Authenticator, RateLimiter, hash_token, new_token
+from dpgeo.server.config import ConfigError, load_config
+from dpgeo.server.processes import PROCESSES, validate_inputs
+
+MINIMAL = """\
+[server]
+ledger = "ledger.sqlite"          # relative to the config file
+releases = "releases/"            # where published layers are stored
+
+[datasets.stops]
+path = "stops.gpkg"               # the private input, never served
+study_area = "-93.33,44.89,-93.19,45.06"   # public bbox (lon/lat) or a polygon file
+total_epsilon = 2.0
+# person = "officer_id"  max_points_per_person = 3
+
+[analysts.alice]
+token_sha256 = "<sha256 hex of alice's bearer token>"
+datasets = ["stops"]
+"""
+ALICE = "alice-secret-token"
+
+
+@pytest.fixture
+def folder(tmp_path):
+    make_points(tmp_path / "stops.gpkg", n=50)
+    return tmp_path
+
+
+def write(folder, text, name="service.toml"):
+    p = Path(folder) / name
+    p.write_text(text.replace("<sha256 hex of alice's bearer token>", hash_token(ALICE)), encoding="utf-8")
+    return p
+
+
+def test_the_minimal_configuration_of_the_issue_works_as_written(folder):
+    cfg = load_config(write(folder, MINIMAL))
+    s = cfg.server
+    assert s.ledger == str(folder / "ledger.sqlite") and s.releases == str(folder / "releases")
+    assert s.jobs == str(folder / "jobs.sqlite")
+    ds = cfg.datasets["stops"]
+    assert ds.path == str(folder / "stops.gpkg") and ds.total_epsilon == 2 and ds.sensitivity == 1
+    assert ds.area.bbox == pytest.approx((-93.33, 44.89, -93.19, 45.06)) and not ds.private_releases
+    assert cfg.analysts["alice"].datasets == ("stops",)
+    assert cfg.analysts["alice"].token_sha256 == hashlib.sha256(ALICE.encode()).hexdigest()
+
+
+def test_paths_are_relative_to_the_configuration_file(folder, monkeypatch):
+    sub = folder / "etc"
+    sub.mkdir()
+    (folder / "area.geojson").write_bytes((ROOT / "sample_layers" / "minneapolis_study_area.geojson").read_bytes())
+    text = MINIMAL.replace('"stops.gpkg"', '"../stops.gpkg"').replace('"ledger.sqlite"', '"../ledger.sqlite"') \
+        .replace('"-93.33,44.89,-93.19,45.06"', '"../area.geojson"')
+    monkeypatch.chdir("/")
+    cfg = load_config(write(sub, text))
+    assert cfg.datasets["stops"].path == str(folder / "stops.gpkg")
+    assert cfg.datasets["stops"].study_area == str(folder / "area.geojson")
+    assert cfg.server.releases == str(sub / "releases")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('study_area = "-93.33,44.89,-93.19,45.06"', ""), "[datasets.stops] has no study_area"),
+    (lambda t: t.replace("total_epsilon = 2.0", ""), "[datasets.stops] has no total_epsilon"),
+    (lambda t: t.replace('"stops.gpkg"', '"missing.gpkg"'), "does not exist"),
+    (lambda t: t.replace('"-93.33,44.89,-93.19,45.06"', '"area.geojson"'), "neither a bbox"),
+    (lambda t: t.replace('"ledger.sqlite"', '"nowhere/ledger.sqlite"'), "ledger: the folder"),
+    (lambda t: t.replace("total_epsilon = 2.0", "total_epsilon = 0"), "total_epsilon must be > 0"),
+    (lambda t: t.replace("total_epsilon = 2.0", "total_epsilon = 2.0\ntotal_epsilom = 3"),
+     "unknown key 'total_epsilom'"),
+    (lambda t: t.replace('datasets = ["stops"]', 'datasets = ["crashes"]'), "'crashes' is not configured"),
+    (lambda t: t.replace("[datasets.stops]", "[datasets.'../x']"), "a dataset name is"),
+    (lambda t: t.replace("[server]", "[server]\nworkers = 0"), "workers must be an integer"),
+    (lambda t: t.replace("[server]", "[server]\nurl = \"ftp://x\""), "url must be"),
+    (lambda t: t.replace("# person", "person = \"officer\"\n# person"), "go together"),
+    (lambda t: t + f"[analysts.bob]\ntoken_sha256 = \"{hash_token(ALICE)}\"\n", "the same as [analysts.alice]"),
+    (lambda t: t.split("[datasets.stops]")[0], "no [datasets] table"),
+    (lambda t: t + "x = [", "not valid TOML"),
+])
+def test_a_bad_configuration_is_refused_with_one_line_naming_the_key(folder, edit, message):
+    with pytest.raises(ConfigError) as e:
+        load_config(write(folder, edit(MINIMAL)))
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_token_itself_is_refused_where_its_hash_belongs(folder):
+    text = MINIMAL.replace("<sha256 hex of alice's bearer token>", ALICE)
+    with pytest.raises(ConfigError, match="never the token itself.*--new-token alice"):
+        load_config(write(folder, text))
+
+
+def _dpgeo(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "dpgeo", *map(str, args)], check=False, capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=120)
+
+
+def test_serve_refuses_to_start_with_exit_2_and_one_line(folder):
+    bad = write(folder, MINIMAL.replace("total_epsilon = 2.0", ""), "bad.toml")
+    r = _dpgeo("serve", bad, "--port", 1)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().count("\n") == 0 and "has no total_epsilon" in r.stderr
+    assert not (folder / "ledger.sqlite").exists() and not (folder / "releases").exists()
+    good = write(folder, MINIMAL)
+    r = _dpgeo("serve", good, "--check")
+    assert r.returncode == 0 and "1 dataset(s), 1 analyst(s)" in r.stderr
+    r = _dpgeo("serve")
+    assert r.returncode == 2 and "configuration file" in r.stderr
+
+
+def test_new_token_prints_the_token_once_and_only_its_hash_for_the_configuration():
+    r = _dpgeo("serve", "--new-token", "alice")
+    assert r.returncode == 0
+    token = r.stderr.strip().splitlines()[-1]
+    assert len(token) >= 43 and token not in r.stdout
+    assert f'token_sha256 = "{hash_token(token)}"' in r.stdout and r.stdout.startswith("[analysts.alice]")
+    assert _dpgeo("serve", "--new-token", "../x").returncode == 2
+
+
+# -- tokens and limits ------------------------------------------------------------------------------------------------
+
+def test_tokens_are_compared_in_constant_time_against_every_hash(monkeypatch):
+    calls = []
+    real = auth_module.hmac.compare_digest
+
+    def spy(a, b):
+        calls.append((len(a), len(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(auth_module.hmac, "compare_digest", spy)
+    tokens = {name: new_token() for name in ("alice", "bob", "carol")}
+    a = Authenticator({n: h for n, (_, h) in tokens.items()})
+    assert a.analyst(f"Bearer {tokens['alice'][0]}") == "alice"
+    assert calls == [(32, 32)] * 3  # every hash compared, also after the match
+    calls.clear()
+    assert a.analyst("Bearer nope") is None and calls == [(32, 32)] * 3
+    for header in (None, "", "Bearer", "Basic x", tokens["bob"][0], "Bearer " + "x" * 1000):
+        assert a.analyst(header) is None
+    assert a.analyst(f"bearer   {tokens['carol'][0]}  ") == "carol"
+
+
+def test_rate_limiter_refills_over_time():
+    now = [0.0]
+    rl = RateLimiter(per_minute=6, burst=2, clock=lambda: now[0])
+    assert [rl.allow("a") for _ in range(3)] == [True, True, False]
+    assert rl.retry_after("a") == 10
+    now[0] += 10
+    assert rl.allow("a") and not rl.allow("a")
+    assert rl.allow("b")
+
+
+def test_inputs_are_validated_against_the_declared_schemas():
+    spans = PROCESSES["dp-dbscan-spans"]
+    ok = spans.validate({"dataset": "stops", "epsilon": {"value": 1}, "radius_m": 100, "min_points": 30.0})
+    assert ok["epsilon"] == 1.0 and ok["min_points"] == 30 and ok["beta"] == 0.05 and ok["extent"] == "grown"
+    for inputs, message in [
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 100, "min_points": 30, "seed": 3}, "unknown input 'seed'"),
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 100, "min_points": {"href": "http://x"}}, "by reference"),
+        ({"dataset": "stops", "epsilon": float("nan"), "radius_m": 100, "min_points": 30}, "must be a number"),
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 100, "min_points": 30, "beta": 1}, "must be < 1"),
+        ({"dataset": "x" * 65, "epsilon": 1, "radius_m": 100, "min_points": 30}, "at most 64"),
+        ([1, 2], "JSON object"),
+    ]:
+        with pytest.raises(ParameterError, match=message):
+            spans.validate(inputs)
+    with pytest.raises(ParameterError, match="control characters"):
+        validate_inputs({"t": "a\nb"}, {"t": PROCESSES["dp-wavecluster"].inputs["title"]})
+
+
+def test_jobs_are_padded_to_min_job_seconds(tmp_path, monkeypatch):
+    """With min_job_seconds, a job's answer never comes sooner, whatever the run took."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpgeo.server import jobs
+    from dpgeo.server.config import ServerSettings
+
+    monkeypatch.setattr(jobs, "execute_release", lambda spec: {"ok": True, "release_id": "0" * 32, "log": "x"})
+    settings = ServerSettings(ledger="", releases="", jobs=str(tmp_path / "jobs.sqlite"), min_job_seconds=0.6)
+    store = jobs.JobStore(settings.jobs)
+    store.initialise()
+    manager = jobs.JobManager(settings, store)
+    manager._pool = ThreadPoolExecutor(1)
+
+    async def run():
+        store.create("a" * 32, analyst="alice", process_id="p", dataset="d", inputs={})
+        t0 = time.monotonic()
+        out = await manager.submit("a" * 32, "alice", {"analyst": "alice", "dataset": {"name": "d"}})
+        return out, time.monotonic() - t0
+
+    out, took = asyncio.run(run())
+    assert out["ok"] and took >= 0.6 and store.get("a" * 32)["status"] == "successful"
+    manager._pool.shutdown()

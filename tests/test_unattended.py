@@ -1,0 +1,160 @@
+"""Owner's mode vs unattended mode: who may learn what from a run (docs/privacy.md, "Who sees what")."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dpgeo
+from dpgeo.errors import DataError, DomainError, OutsideStudyAreaError
+
+CRS = "EPSG:32615"
+DOMAIN = dict(domain=(0, 0, 2000, 2000), domain_crs=CRS, crs=CRS)
+SPANS = dict(epsilon=1.0, radius_m=50, min_points=20)
+#: metadata values computed from the released (noisy) output, or random: allowed to differ between inputs
+DP_DERIVED = {"n_clusters", "n_span_cells", "n_core_cells", "noisy_nonpositive_count", "n_positive_noisy",
+              "k_prime", "n_significant", "threshold", "k_target", "synthetic", "created_utc", "created",
+              "release_id"}  # random per release
+
+
+def clustered(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(500, 30, n), rng.normal(500, 30, n)
+
+
+def far_away(n=50):
+    return np.full(n, 1e7), np.full(n, 1e7)
+
+
+def test_owner_mode_refuses_no_point_in_the_study_area_before_any_noise(monkeypatch):
+    import dpgeo.pipeline as pl
+
+    def no_noise(*a, **k):
+        raise AssertionError("noise was drawn")
+
+    monkeypatch.setattr(pl, "_release_histogram", no_noise)
+    x, y = far_away()
+    with pytest.raises(OutsideStudyAreaError, match="none of the 50 usable points") as exc:
+        dpgeo.dbscan_spans((x, y, CRS), seed=1, **SPANS, **DOMAIN)
+    # an owner-only data condition, and still the DomainError it always was
+    assert isinstance(exc.value, DataError) and isinstance(exc.value, DomainError)
+    assert exc.value.owner_only
+
+
+@pytest.mark.parametrize("run", ["spans", "privthr", "privthr-em", "baseline"])
+def test_unattended_success_and_metadata_do_not_depend_on_the_data(run):
+    def go(x, y):
+        if run == "spans":
+            return dpgeo.dbscan_spans((x, y, CRS), seed=3, unattended=True, **SPANS, **DOMAIN)
+        return dpgeo.wavecluster((x, y, CRS), method=run, epsilon=1.0, cell_m=50, seed=3, unattended=True,
+                                 **DOMAIN)
+
+    with_data = go(*clustered())
+    without = go(*far_away())
+    assert with_data.diagnostics.get("owner_warnings") is None
+    assert "none of the 50 usable points" in without.diagnostics["owner_warnings"][0]
+    # the run succeeds either way and its published metadata has the same shape and public values
+    a, b = with_data.metadata, without.metadata
+    assert set(a) == set(b)
+    for key in set(a) - DP_DERIVED:
+        assert json.dumps(a[key], sort_keys=True) == json.dumps(b[key], sort_keys=True), key
+    assert list(with_data.layer.columns) == list(without.layer.columns)
+    # nothing the owner was told reaches the metadata
+    text = json.dumps(b)
+    assert "owner" not in text and "none of the" not in text
+
+
+def test_unattended_with_no_usable_record_at_all():
+    x = np.full(20, np.nan)
+    with pytest.raises(DataError, match="no usable points"):
+        dpgeo.dbscan_spans((x, x, CRS), **SPANS, **DOMAIN)
+    res = dpgeo.dbscan_spans((x, x, CRS), unattended=True, **SPANS, **DOMAIN)
+    assert res.differentially_private and "no usable points" in res.diagnostics["owner_warnings"][0]
+
+
+def test_unattended_warnings_go_to_the_owner_log(caplog):
+    x, y = far_away()
+    with caplog.at_level("WARNING", logger="dpgeo.owner"):
+        dpgeo.dbscan_spans((x, y, CRS), unattended=True, **SPANS, **DOMAIN)
+    assert any("do not publish" in r.getMessage() for r in caplog.records if r.name == "dpgeo.owner")
+
+
+def _cli(*args, cwd):
+    exe = os.path.join(os.path.dirname(sys.executable), "dpgeo")
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_cli_unattended_writes_a_layer_when_no_record_is_usable(tmp_path):
+    csv = tmp_path / "pts.csv"
+    csv.write_text("lon,lat\n" + "nan,nan\n" * 5)
+    common = ["spans", csv, "--epsilon", "1", "--radius", "150", "--min-points", "40",
+              "--domain=-93.33,44.89,-93.19,45.06"]
+    owner = _cli(*common, "-o", tmp_path / "a.geojson", cwd=tmp_path)
+    assert owner.returncode == 2 and "no usable points" in owner.stderr
+    assert not (tmp_path / "a.geojson").exists()
+    unattended = _cli(*common, "-o", tmp_path / "b.geojson", "--unattended", cwd=tmp_path)
+    assert unattended.returncode == 0, unattended.stderr
+    assert "do not publish" in unattended.stderr
+    doc = json.loads((tmp_path / "b.geojson").read_text())
+    assert doc["type"] == "FeatureCollection" and doc["dpgeo"]["differentially_private"] is True
+    assert "no usable" not in json.dumps(doc)
+
+
+def _odd_record_files(folder):
+    """The same 400 points as GeoPackage and CSV, once clean and once with one unusable record among them."""
+    import geopandas as gpd
+    from shapely.geometry import LineString, Point
+
+    rng = np.random.default_rng(5)
+    lon, lat = rng.normal(-93.26, 0.004, 400), rng.normal(44.97, 0.003, 400)
+    pts = [Point(a, b) for a, b in zip(lon, lat)]
+    files = {}
+    for name, odd_geom, odd_csv in (("clean", None, None),
+                                    ("odd", LineString([(-93.26, 44.97), (-93.25, 44.98)]), "200.5,44.97")):
+        geoms = pts + ([odd_geom] if odd_geom is not None else [])
+        gpkg = folder / f"{name}.gpkg"
+        gpd.GeoDataFrame(geometry=geoms, crs="EPSG:4326").to_file(gpkg, driver="GPKG")
+        csv = folder / f"{name}.csv"
+        rows = [f"{a!r},{b!r}" for a, b in zip(lon, lat)] + ([odd_csv] if odd_csv else [])
+        csv.write_text("lon,lat\n" + "\n".join(rows) + "\n")
+        files[name] = {"gpkg": gpkg, "csv": csv}
+    return files
+
+
+@pytest.mark.parametrize("kind,engine", [("gpkg", "pyogrio"), ("gpkg", "fiona"), ("csv", "auto")])
+@pytest.mark.parametrize("unattended", [False, True])
+def test_one_unusable_record_is_dropped_and_does_not_change_the_release(tmp_path, kind, engine, unattended):
+    """A record that is not a usable point (a line; a longitude of 200.5) must not decide whether a release
+    succeeds: that would publish one bit about one record. It is dropped and counted by reason, in both modes."""
+    from dpgeo.counting import PointFile
+
+    pytest.importorskip(engine if engine != "auto" else "pyproj")
+    files = _odd_record_files(tmp_path)
+    area = dict(domain=(-93.33, 44.89, -93.19, 45.06), domain_crs="EPSG:4326")
+    args = dict(epsilon=1.0, radius_m=150, min_points=20, seed=2, unattended=unattended, **area)
+    clean = dpgeo.dbscan_spans(PointFile(str(files["clean"][kind]), engine=engine), **args)
+    odd = dpgeo.dbscan_spans(PointFile(str(files["odd"][kind]), engine=engine), **args)
+    assert set(odd.metadata) == set(clean.metadata)  # (not private only for the test seed)
+    assert odd.metadata["not_private_reasons"] == clean.metadata["not_private_reasons"]
+    assert odd.diagnostics["n_read"] == 401 and odd.diagnostics["n_dropped_invalid"] == 1
+    reason = "lon_out_of_range" if kind == "csv" else "non_point"
+    assert odd.diagnostics["dropped_by_reason"] == {reason: 1}
+    assert clean.diagnostics["n_dropped_invalid"] == 0
+    # the same seed and the same usable points: the same release
+    assert odd.layer["dp_count"].tolist() == clean.layer["dp_count"].tolist()
+
+
+@pytest.mark.parametrize("unattended", [False, True])
+def test_a_csv_record_that_cannot_be_parsed_is_dropped(tmp_path, unattended):
+    from dpgeo.counting import PointFile
+
+    csv = tmp_path / "pts.csv"
+    csv.write_text("lon,lat\n" + "-93.26,44.97\n" * 300 + '"-93.25,44.98\n' + "-93.26,44.97\n" * 10)
+    area = dict(domain=(-93.33, 44.89, -93.19, 45.06), domain_crs="EPSG:4326", dataset="pts")
+    res = dpgeo.dbscan_spans(PointFile(str(csv)), epsilon=1.0, radius_m=150, min_points=20, unattended=unattended,
+                             **area)
+    assert res.differentially_private and res.diagnostics["n_read"] >= 300  # (how much the quote swallows: the parser)
+    assert res.diagnostics["dropped_by_reason"].get("malformed_row", 0) >= 1

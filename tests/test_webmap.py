@@ -1,0 +1,587 @@
+"""Web maps: the self-contained HTML map in a real browser, the PNG, and GeoJSON as RFC 7946.
+
+The browser tests open the HTML from a ``file://`` URL in Debian's headless
+Chromium, driven by playwright's Python API (never a downloaded browser), and
+skip with the reason when either is missing. ``DPGEO_REQUIRE_BROWSER=1``
+(set by CI) turns that skip into a failure. ``DPGEO_UPDATE_SCREENSHOTS=1``
+rewrites the pictures kept in docs/img (``webmap.png``, ``webmap_static.png``)
+instead of comparing against them.
+"""
+
+from __future__ import annotations
+
+import ast
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import shapely
+
+from helpers import ROOT, SAMPLE_AREA, SAMPLE_POINTS, browser_missing, launch_chromium
+
+import dpgeo
+from dpgeo.errors import DpgeoError, InputError, OutputError, ParameterError
+from dpgeo.io import geojson_collection, read_layer_metadata, write_layer
+from dpgeo.io import palette
+from dpgeo.io.html import html_document, leaflet_version, study_area_outline, write_html
+from dpgeo.io.png import write_png
+
+DOCS_IMG = ROOT / "docs" / "img"
+UPDATE = os.environ.get("DPGEO_UPDATE_SCREENSHOTS") == "1"
+SPANS = dict(epsilon=1.0, radius_m=150, min_points=40, domain=str(SAMPLE_AREA))
+VIEW = {"width": 1200, "height": 800}
+#: Background of the map without a basemap (#map in the page's CSS).
+MAP_BG = (0xF3, 0xF3, 0xEF)
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def seeded():
+    """A reproducible release of the sample (marked NOT private: fixed seed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dpgeo.dbscan_spans(str(SAMPLE_POINTS), seed=3, **SPANS)
+
+
+@pytest.fixture(scope="module")
+def private():
+    """A real private release of the sample (OS-seeded noise), as a data team would publish it."""
+    return dpgeo.dbscan_spans(str(SAMPLE_POINTS), **SPANS)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    why = browser_missing()
+    if why:
+        if os.environ.get("DPGEO_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"DPGEO_REQUIRE_BROWSER=1 but {why}")
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()
+
+
+class MapPage:
+    """A page that opened an HTML map, with what it requested and any error or CSP violation."""
+
+    def __init__(self, browser, path):
+        self.context = browser.new_context(viewport=VIEW)
+        self.page = self.context.new_page()
+        self.requests, self.errors = [], []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}")
+                     if m.type in ("error", "warning") else None)
+        self.page.add_init_script("window.cspViolations = []; document.addEventListener("
+                                  "'securitypolicyviolation', e => window.cspViolations.push(e.blockedURI + ' ' + "
+                                  "e.violatedDirective));")
+        self.url = path.resolve().as_uri()
+        self.page.goto(self.url)
+        self.page.wait_for_selector("html[data-dpgeo-drawn]", state="attached", timeout=30_000)
+
+    def other_requests(self):
+        return [u for u in self.requests if u != self.url]
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def open_map(browser):
+    pages = []
+
+    def _open(path):
+        pages.append(MapPage(browser, path))
+        return pages[-1]
+
+    yield _open
+    for p in pages:
+        p.close()
+
+
+def _private_metadata(res, **extra):
+    md = dict(res.metadata)
+    md.update(extra)
+    return md
+
+
+# -- GeoJSON (RFC 7946) and the HTML document, no browser ----------------------------------
+
+def test_geojson_is_rfc7946_with_counts_and_metadata(seeded, tmp_path):
+    path = seeded.to_file(tmp_path / "spans.geojson")
+    doc = json.loads(open(path, encoding="utf-8").read())
+    assert doc["type"] == "FeatureCollection" and "crs" not in doc
+    assert doc["dpgeo"] == seeded.metadata  # the privacy metadata as top-level foreign member
+    assert len(doc["features"]) == len(seeded.layer) > 0
+    for f in doc["features"]:
+        assert set(f["properties"]) == {"cluster_id", "n_cells", "area_m2", "dp_count", "dp_count_low",
+                                        "dp_count_high"}
+        assert f["properties"]["dp_count_low"] <= f["properties"]["dp_count"] <= f["properties"]["dp_count_high"]
+        g = shapely.geometry.shape(f["geometry"])
+        assert g.geom_type == "MultiPolygon" and g.is_valid
+        lon, lat = np.asarray(shapely.get_coordinates(g)).T
+        assert (np.abs(lon) <= 180).all() and (np.abs(lat) <= 90).all() and lon.mean() < -90  # lon, lat order
+        for poly in g.geoms:  # right-hand rule: exteriors counter-clockwise, holes clockwise
+            assert poly.exterior.is_ccw
+            assert all(not ring.is_ccw for ring in poly.interiors)
+    assert any(len(p.interiors) for f in doc["features"]
+               for p in shapely.geometry.shape(f["geometry"]).geoms)  # the sample has holes: the rule is tested
+
+
+def test_geojson_fast_path_equals_geopandas(seeded):
+    """Coordinates taken in one vectorised call give the same document as geopandas' writer."""
+    out = seeded.layer.to_crs(4326)
+    out["geometry"] = shapely.set_precision(shapely.orient_polygons(np.asarray(out.geometry.values)), 1e-7,
+                                            mode="pointwise")
+    ref = json.loads(out.to_json(drop_id=True))
+    ref.pop("crs", None)
+    ref["dpgeo"] = seeded.metadata
+    assert json.dumps(geojson_collection(seeded.layer, seeded.metadata)) == json.dumps(ref)
+    mixed = seeded.layer.copy()  # a Polygon among MultiPolygons takes geopandas' general path
+    mixed.loc[0, "geometry"] = mixed.geometry.iloc[0].geoms[0]
+    fc = geojson_collection(mixed, {})
+    assert fc["features"][0]["geometry"]["type"] == "Polygon"
+
+
+def test_html_is_self_contained(seeded):
+    page = html_document(seeded.layer, seeded.metadata)
+    # no external resource of any kind: no src/href to load, no @import, no url() but none
+    assert not re.search(r"<(link|img|iframe|object|embed)\b", page, re.I)
+    assert not re.search(r"<script[^>]*\bsrc=", page, re.I)
+    assert "@import" not in page and not re.search(r"url\((?!none)", page.split('id="dpgeo-layer"')[0])
+    assert "sourceMappingURL" not in page
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert "default-src &#x27;none&#x27;" in csp and "img-src data:;" in csp
+    # the vendored library, its version and licence travel in the page
+    assert f"Leaflet {leaflet_version()} (BSD-2-Clause)" in page and "Redistribution and use" in page
+    # the release's GeoJSON, with its metadata, is embedded as data and reads back
+    m = re.search(r'<script type="application/json" id="dpgeo-layer">(.*?)</script>', page, re.S)
+    assert json.loads(m.group(1)) == json.loads(json.dumps(geojson_collection(seeded.layer, seeded.metadata)))
+
+
+def test_vendored_leaflet_matches_its_version_file():
+    folder = ROOT / "dpgeo" / "io" / "vendor" / "leaflet"
+    info = dict(line.split(": ", 1) for line in (folder / "VERSION").read_text().splitlines())
+    assert info["license"] == "BSD-2-Clause" and info["integrity"].startswith("sha512-")
+    assert f"Leaflet {info['version']}," in (folder / "leaflet.js").read_text()[:200]
+    assert "BSD 2-Clause License" in (folder / "LICENSE").read_text()
+    assert (ROOT / "dev" / "update-leaflet").stat().st_mode & 0o111
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"dpgeo.io" = ["vendor/leaflet/*"]' in pyproject  # shipped in the wheel
+
+
+def test_html_escapes_metadata_strings(seeded):
+    evil = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+    md = _private_metadata(seeded, mechanism=evil, dataset=evil, release_id="<b>r1</b>",
+                           not_private_reasons=[evil])
+    page = html_document(seeded.layer, md)
+    assert evil not in page and "<b>r1</b>" not in page
+    assert "&lt;/script&gt;&lt;script&gt;window.pwned = 1&lt;/script&gt;" in page
+    assert "&lt;b&gt;r1&lt;/b&gt;" in page
+    # in the embedded JSON, '<' is written \u003c: no '</script' can close the data element early
+    data = page.split('id="dpgeo-layer">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and json.loads(data)["dpgeo"]["dataset"] == evil
+
+
+def test_study_area_outline_from_metadata(private):
+    g, kind = study_area_outline(private.metadata)
+    assert kind == "outline" and g.bounds == pytest.approx((-93.33, 44.89, -93.19, 45.06))
+    utm, _ = study_area_outline(private.metadata, "EPSG:32615")  # densified, then projected
+    assert utm.area == pytest.approx(dpgeo.domain.as_study_area(str(SAMPLE_AREA)).polygon.area, rel=1e-4)
+    assert study_area_outline({}) == (None, "")
+    box, kind = study_area_outline({"domain": {"crs": "EPSG:4326", "bounds": [0, 0, 1, 1], "wkt": None}})
+    assert kind == "bounding box" and box.area == 1
+
+
+def test_large_study_area_keeps_a_simplified_outline():
+    t = np.linspace(0, 2 * np.pi, 6000)
+    ring = np.c_[-93.26 + 0.07 * np.cos(t) * (1 + 0.1 * np.sin(40 * t)), 44.97 + 0.08 * np.sin(t)]
+    area = dpgeo.domain.StudyArea.from_geometry(shapely.Polygon(ring), "EPSG:4326")
+    md = area.to_metadata()
+    assert md["wkt"] is None and md["simplify_tolerance"] > 0
+    simple = shapely.from_wkt(md["wkt_simplified"])
+    assert shapely.get_num_coordinates(simple) <= 2000
+    assert simple.symmetric_difference(area.geometry).area < 0.01 * area.geometry.area
+    g, kind = study_area_outline({"domain": md})
+    assert kind == "simplified outline" and g.equals_exact(simple, 1e-6)
+
+
+def test_basemap_is_checked():
+    from dpgeo.io.html import check_basemap
+
+    assert check_basemap("https://tile.example.org/{z}/{x}/{y}.png") == "https://tile.example.org"
+    assert check_basemap("https://{s}.tile.example.org/{z}/{x}/{-y}.png") == "https://*.tile.example.org"
+    for bad in ("tile.example.org/{z}/{x}/{y}.png", "ftp://t.org/{z}/{x}/{y}.png", "https://t.org/tiles.png", ""):
+        with pytest.raises(ParameterError):
+            check_basemap(bad)
+    with pytest.raises(ParameterError, match="basemap"):
+        check_basemap(None, "© someone")
+
+
+def test_empty_release_and_a_layer_read_back(seeded, tmp_path):
+    """No cluster still makes a map (study area, 'No clusters'); a layer read from GeoJSON draws in metres."""
+    import geopandas as gpd
+
+    empty = seeded.layer.iloc[:0]
+    page = html_document(empty, seeded.metadata)
+    assert "No clusters" in page and '"colourOf":{}' in page
+    write_png(empty, tmp_path / "empty.png", seeded.metadata)
+    back = gpd.read_file(seeded.to_file(tmp_path / "spans.geojson"))  # EPSG:4326
+    write_png(back, tmp_path / "back.png", seeded.metadata)
+    assert read_layer_metadata(tmp_path / "back.png")["working_crs"] == "EPSG:32615"
+
+
+# -- routing by extension: write_layer, to_file, read back -------------------------------
+
+def test_write_layer_routes_html_and_png(seeded, tmp_path):
+    for name in ("m.html", "m.htm", "m.png"):
+        p = write_layer(seeded.layer, tmp_path / name, seeded.metadata)
+        assert read_layer_metadata(p) == seeded.metadata
+    write_layer(seeded.layer, tmp_path / "m.dat", seeded.metadata, driver="html")
+    assert (tmp_path / "m.dat").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    p = seeded.to_file(tmp_path / "t.html", basemap="https://tile.example.org/{z}/{x}/{y}.png",
+                       attribution="© Example")
+    assert "https://tile.example.org" in open(p, encoding="utf-8").read()
+    assert read_layer_metadata(seeded.to_file(tmp_path / "t.png")) == seeded.metadata
+
+
+def test_output_mistakes_leave_no_file(seeded, tmp_path, monkeypatch):
+    with pytest.raises(OutputError, match="basemap is drawn only on an HTML map"):
+        seeded.to_file(tmp_path / "a.png", basemap="https://t.org/{z}/{x}/{y}.png")
+    with pytest.raises(OutputError, match="always EPSG:4326"):
+        seeded.to_file(tmp_path / "a.html", crs="EPSG:32615")
+    with pytest.raises(ParameterError):
+        seeded.to_file(tmp_path / "a.html", basemap="not a url")
+    with pytest.raises(OutputError, match="does not exist"):
+        seeded.to_file(tmp_path / "nodir" / "a.html")
+    import matplotlib.figure
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", boom)
+    with pytest.raises(OutputError, match="disk full"):
+        seeded.to_file(tmp_path / "a.png")
+    assert os.listdir(tmp_path) == []  # no partial or temporary file
+    with pytest.raises(DpgeoError):
+        read_layer_metadata(tmp_path / "a.png")
+
+
+def test_read_metadata_refuses_foreign_html_and_png(tmp_path):
+    (tmp_path / "x.html").write_text("<html><body>hello</body></html>")
+    with pytest.raises(InputError, match="no dpgeo metadata"):
+        read_layer_metadata(tmp_path / "x.html")
+    from PIL import Image
+
+    Image.new("RGB", (4, 4)).save(tmp_path / "x.png")
+    with pytest.raises(InputError, match="no dpgeo metadata"):
+        read_layer_metadata(tmp_path / "x.png")
+
+
+def _run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "dpgeo", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_cli_writes_html_and_png(tmp_path):
+    base = ["spans", SAMPLE_POINTS, "--epsilon", 1, "--radius", 150, "--min-points", 40, "--domain", SAMPLE_AREA,
+            "--seed", 3, "-q"]
+    r = _run_cli(*base, "-o", tmp_path / "map.html", "--basemap", "https://tile.example.org/{z}/{x}/{y}.png",
+                 "--basemap-attribution", "© Example <contributors>")
+    assert r.returncode == 0, r.stderr
+    page = (tmp_path / "map.html").read_text(encoding="utf-8")
+    assert "img-src data: https://tile.example.org" in page
+    cfg = json.loads(page.split('id="dpgeo-config">', 1)[1].split("</script>", 1)[0])
+    assert cfg["basemap"]["attribution"] == "© Example &lt;contributors&gt;"  # escaped: Leaflet inserts HTML
+    r = _run_cli(*base, "-o", tmp_path / "map.png")
+    assert r.returncode == 0, r.stderr
+    r = _run_cli("info", tmp_path / "map.png", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["differentially_private"] is False
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["-o", "map.png", "--basemap", "https://t.org/{z}/{x}/{y}.png"], "basemap is drawn only on an HTML map"),
+    (["-o", "map.html", "--basemap", "https://t.org/tiles"], "{z}, {x} and {y}"),
+    (["-o", "map.html", "--out-crs", "EPSG:32615"], "always EPSG:4326"),
+])
+def test_cli_output_mistakes_fail_before_reading(tmp_path, extra, message):
+    missing = tmp_path / "no_such_input.gpkg"  # never read: the output is refused first
+    args = ["wavecluster", missing, "--epsilon", 1, "--cell", 250, "--domain", SAMPLE_AREA]
+    r = _run_cli(*args, *[str(tmp_path / a) if a.startswith("map.") else a for a in extra])
+    assert r.returncode == 2 and message in r.stderr and "no_such_input" not in r.stderr
+    assert os.listdir(tmp_path) == []
+
+
+# -- the palette: one source -------------------------------------------------------------
+
+def test_outline_colours_are_qt_darker_130():
+    QtGui = pytest.importorskip("PyQt5.QtGui", reason="needs PyQt5 (installed with python3-qgis) for QColor")
+    assert [QtGui.QColor(c).darker(130).name() for c in palette.CLUSTER_COLOURS] == list(palette.OUTLINE_COLOURS)
+
+
+def test_qgis_style_uses_the_same_palette():
+    text = (ROOT / "qgis_plugin" / "dpgeo_qgis" / "style.py").read_text()
+    literal = {n.targets[0].id: n.value for n in ast.parse(text).body
+               if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+    if "CLUSTER_COLOURS" in literal and isinstance(literal["CLUSTER_COLOURS"], (ast.List, ast.Tuple)):
+        assert tuple(ast.literal_eval(literal["CLUSTER_COLOURS"])) == palette.CLUSTER_COLOURS
+        assert ast.literal_eval(literal["FILL_ALPHA"]) == palette.FILL_ALPHA
+    else:  # the plugin takes them from the library
+        assert "dpgeo.io.palette" in text or "from dpgeo.io import palette" in text
+
+
+# -- the PNG -------------------------------------------------------------------------------
+
+def _blend(hex_colour, bg, alpha=palette.FILL_OPACITY):
+    c = np.array(palette.hex_to_rgb(hex_colour), float)
+    return np.round(np.asarray(bg, float) * (1 - alpha) + c * alpha)
+
+
+def _has_colour(img, rgb, tol=6, min_pixels=20):
+    d = np.abs(img[..., :3].astype(int) - np.asarray(rgb, int)).max(axis=-1)
+    return int((d <= tol).sum()) >= min_pixels
+
+
+def _expected_fills(res, top=4):
+    """Blended fill colours of the ``top`` largest clusters (they cover many pixels)."""
+    idx = palette.colour_index(res.layer["cluster_id"].to_numpy())
+    order = np.argsort(-res.layer["area_m2"].to_numpy())[:top]
+    return {palette.CLUSTER_COLOURS[idx[j]] for j in order}
+
+
+def test_png_styling_legend_and_privacy_line(seeded, private, tmp_path):
+    from PIL import Image
+
+    for res, name in ((seeded, "seeded.png"), (private, "private.png")):
+        p = write_png(res.layer, tmp_path / name, res.metadata)
+        img = np.asarray(Image.open(p).convert("RGB"))
+        assert img.shape[0] > 600 and img.shape[1] > 600
+        assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50  # not blank
+        for c in _expected_fills(res):
+            assert _has_colour(img, _blend(c, (255, 255, 255))), c
+        red = _has_colour(img, (0xC0, 0, 0), tol=3, min_pixels=200)  # the red NOT-private banner
+        assert red == (not res.differentially_private)
+        assert read_layer_metadata(p) == res.metadata
+    if UPDATE:
+        shutil.copyfile(tmp_path / "private.png", DOCS_IMG / "webmap_static.png")
+    assert (DOCS_IMG / "webmap_static.png").exists()
+
+
+# -- in a real browser ---------------------------------------------------------------------
+
+def test_browser_draws_every_cluster_and_requests_nothing(seeded, tmp_path, open_map):
+    path = tmp_path / "map.html"
+    write_html(seeded.layer, path, seeded.metadata)
+    m = open_map(path)
+    assert m.page.locator("path.dp-cluster").count() == len(seeded.layer) > 1
+    assert m.page.locator("path.dp-study-area").count() == 1
+    assert m.page.get_attribute("html", "data-dpgeo-drawn") == str(len(seeded.layer))
+    assert m.other_requests() == []  # nothing but the file itself
+    assert m.errors == [] and m.page.evaluate("window.cspViolations") == []
+    # every cluster path carries the palette class of its rank (the QGIS categories)
+    classes = m.page.evaluate("window.dpgeoClusters.getLayers().map(l => "
+                              "[l.feature.properties.cluster_id, l._path.getAttribute('class')])")
+    idx = palette.colour_index([c for c, _ in classes])
+    assert all(f"dp-cluster dp-c{i}" in cls for (_, cls), i in zip(classes, idx))
+    fill = m.page.evaluate("getComputedStyle(document.querySelector('path.dp-c0')).fill")
+    assert fill == "rgb(%d, %d, %d)" % palette.hex_to_rgb(palette.CLUSTER_COLOURS[0])
+    # zoomed to the study area: its outline fills most of the viewport's height
+    box = m.page.locator("path.dp-study-area").bounding_box()
+    assert box["height"] > 0.8 * VIEW["height"]
+    # zooming in redraws the clusters at the new scale (the lean drawing reprojects on zoom)
+    big = m.page.locator("path.dp-cluster").nth(int(np.argmax(seeded.layer["area_m2"].to_numpy())))
+    before = big.bounding_box()
+    m.page.evaluate("window.dpgeoMap.setZoom(window.dpgeoMap.getZoom() + 1, {animate: false})")
+    m.page.wait_for_timeout(300)
+    after = big.bounding_box()
+    assert after["width"] == pytest.approx(2 * before["width"], rel=0.05)
+    assert m.errors == []
+
+
+def _click_cluster(m):
+    """Click a point inside some cluster that no panel covers; return that cluster's properties."""
+    props = m.page.evaluate("""() => {
+        const layers = window.dpgeoClusters.getLayers();
+        for (const l of layers.sort((a, b) => b.feature.properties.area_m2 - a.feature.properties.area_m2)) {
+            const r = l._path.getBoundingClientRect();
+            for (let i = 1; i < 8; i++) for (let j = 1; j < 8; j++) {
+                const x = r.left + r.width * i / 8, y = r.top + r.height * j / 8;
+                if (document.elementFromPoint(x, y) === l._path) return [x, y, l.feature.properties];
+            }
+        }
+        return null;
+    }""")
+    assert props is not None, "no clickable cluster"
+    x, y, p = props
+    m.page.mouse.click(x, y)
+    m.page.wait_for_selector(".leaflet-popup-content .dp-popup", timeout=5000)
+    return p
+
+
+def test_popup_shows_dp_count_interval_and_cell_size(private, tmp_path, open_map):
+    path = tmp_path / "map.html"
+    write_html(private.layer, path, private.metadata)
+    m = open_map(path)
+    p = _click_cluster(m)
+    text = m.page.inner_text(".leaflet-popup-content")
+    assert f"Cluster {p['cluster_id']}" in text
+    assert m.page.inner_text(".leaflet-popup-content .dp-count") == str(p["dp_count"])
+    assert m.page.inner_text(".leaflet-popup-content .dp-interval") == f"{p['dp_count_low']} – {p['dp_count_high']}"
+    assert f"of {private.metadata['cell_width_m']:.4g} × {private.metadata['cell_width_m']:.4g} m" in text
+    assert m.other_requests() == [] and m.errors == []
+
+
+def test_privacy_panel_in_plain_words(private, tmp_path, open_map):
+    md = _private_metadata(private, dataset="Minneapolis police stops 2017", release_id="r-0042")
+    path = tmp_path / "map.html"
+    write_html(private.layer, path, md)
+    m = open_map(path)
+    panel = m.page.inner_text("#dpgeo-privacy")
+    assert private.differentially_private
+    assert "Differentially private" in panel and "NOT" not in panel
+    for fact in ("DP-DBSCAN spans (Qiu & Yi, Algorithm 1)", "ε = 1, δ = 0", "add or remove one record",
+                 "at most 1 point(s)", "Minneapolis police stops 2017", "r-0042", "bounds what anyone can learn"):
+        assert fact in panel, fact
+    legend = m.page.inner_text("#dpgeo-legend")
+    assert f"{len(private.layer)} cluster" in legend and "study area" in legend
+
+
+def test_person_cap_in_the_panel(tmp_path, open_map):
+    import geopandas as gpd
+
+    stops = gpd.read_file(SAMPLE_POINTS)
+    stops["person"] = np.arange(len(stops)) % 5000
+    res = dpgeo.dbscan_spans(stops, person="person", max_points_per_person=3, **SPANS)
+    path = tmp_path / "map.html"
+    write_html(res.layer, path, res.metadata)
+    panel = open_map(path).page.inner_text("#dpgeo-privacy")
+    assert "Person cap" in panel and "at most 3 point(s) per person" in panel and "one person" in panel
+
+
+def test_not_private_release_is_marked_red(seeded, tmp_path, open_map):
+    assert seeded.metadata["differentially_private"] is False
+    path = tmp_path / "map.html"
+    write_html(seeded.layer, path, seeded.metadata)
+    m = open_map(path)
+    status = m.page.locator("#dpgeo-privacy .dp-status")
+    assert status.inner_text() == "NOT differentially private"
+    assert status.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(192, 0, 0)"
+    reasons = m.page.inner_text("#dpgeo-privacy .dp-reasons")
+    assert "fixed random seed" in reasons
+    # the same for a release whose metadata says nothing about privacy
+    path2 = tmp_path / "unknown.html"
+    write_html(seeded.layer, path2, {"mechanism": "unknown"})
+    assert "does not state" in open_map(path2).page.inner_text("#dpgeo-privacy .dp-reasons")
+
+
+def test_hostile_metadata_stays_text_in_the_browser(seeded, tmp_path, open_map):
+    evil = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+    md = _private_metadata(seeded, dataset=evil, mechanism=evil)
+    path = tmp_path / "map.html"
+    write_html(seeded.layer, path, md)
+    m = open_map(path)
+    assert m.page.evaluate("window.pwned") is None
+    assert m.page.locator("#dpgeo-privacy img, #dpgeo-privacy script").count() == 0
+    assert evil in m.page.inner_text("#dpgeo-privacy")
+    assert m.page.title().startswith(evil[:20])
+    assert m.other_requests() == [] and m.page.evaluate("window.cspViolations") == []
+
+
+@pytest.fixture
+def tile_server():
+    """A local XYZ tile server (a 1×1 PNG for any path) that records what it was asked."""
+    from PIL import Image
+    import io
+
+    buf = io.BytesIO()
+    Image.new("RGB", (256, 256), (200, 220, 240)).save(buf, format="PNG")
+    png, seen = buf.getvalue(), []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Referer")))
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(png)))
+            self.end_headers()
+            self.wfile.write(png)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_port}", seen
+    srv.shutdown()
+
+
+def test_basemap_adds_tiles_from_its_host_only(seeded, tmp_path, open_map, tile_server):
+    host, seen = tile_server
+    path = tmp_path / "map.html"
+    write_html(seeded.layer, path, seeded.metadata, basemap=host + "/{z}/{x}/{y}.png",
+               attribution='Tiles <a href="x">© Local</a>')
+    m = open_map(path)
+    m.page.wait_for_function("document.querySelectorAll('img.leaflet-tile-loaded').length > 0", timeout=10_000)
+    others = m.other_requests()
+    assert others and all(u.startswith(host + "/") for u in others)
+    assert seen and all(ref is None for _, ref in seen)  # no Referer: the tile host is not told which map
+    attribution = m.page.inner_text(".leaflet-control-attribution")
+    assert 'Tiles <a href="x">© Local</a>' in attribution  # shown as text, not as a link
+    assert m.page.evaluate("window.cspViolations") == [] and m.errors == []
+
+
+def test_screenshot_shows_the_palette(private, tmp_path, open_map):
+    from PIL import Image
+
+    path = tmp_path / "map.html"
+    write_html(private.layer, path, private.metadata)
+    m = open_map(path)
+    shot = tmp_path / "webmap.png"
+    m.page.screenshot(path=str(shot))
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert img.shape[:2] == (VIEW["height"], VIEW["width"])
+    assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50  # not blank
+    for c in _expected_fills(private):
+        assert _has_colour(img, _blend(c, MAP_BG)), c
+    if UPDATE:
+        shutil.copyfile(shot, DOCS_IMG / "webmap.png")
+    ref = np.asarray(Image.open(DOCS_IMG / "webmap.png").convert("RGB"))  # the picture in the docs
+    assert ref.shape == img.shape
+    # loosely the same picture: the same background, the blended palette and the panels
+    for c in (MAP_BG, _blend(palette.CLUSTER_COLOURS[0], MAP_BG), (255, 255, 255)):
+        assert _has_colour(ref, c) and _has_colour(img, c), c
+
+
+def test_firefox_opens_the_map(private, tmp_path):
+    firefox = shutil.which("firefox-esr") or shutil.which("firefox")
+    if firefox is None:
+        pytest.skip("no Firefox (Debian: apt-get install firefox-esr); playwright cannot drive Debian's Firefox, "
+                    "so this test only checks its --headless --screenshot of the map")
+    from PIL import Image
+
+    path = tmp_path / "map.html"
+    write_html(private.layer, path, private.metadata)
+    shot = tmp_path / "firefox.png"
+    (tmp_path / "profile").mkdir()
+    env = dict(os.environ, HOME=str(tmp_path), MOZ_HEADLESS="1")
+    subprocess.run([firefox, "--headless", "--no-remote", "--profile", str(tmp_path / "profile"),
+                    "--window-size=1200,800", "--screenshot", str(shot), path.as_uri()],
+                   env=env, capture_output=True, timeout=180)
+    assert shot.exists(), "Firefox wrote no screenshot"
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50
+    for c in _expected_fills(private, top=2):
+        assert _has_colour(img, _blend(c, MAP_BG), tol=8), c
