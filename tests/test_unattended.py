@@ -118,7 +118,7 @@ def _odd_record_files(folder):
         gpkg = folder / f"{name}.gpkg"
         gpd.GeoDataFrame(geometry=geoms, crs="EPSG:4326").to_file(gpkg, driver="GPKG")
         csv = folder / f"{name}.csv"
-        rows = [f"{a!r},{b!r}" for a, b in zip(lon, lat)] + ([odd_csv] if odd_csv else [])
+        rows = [f"{float(a)!r},{float(b)!r}" for a, b in zip(lon, lat)] + ([odd_csv] if odd_csv else [])
         csv.write_text("lon,lat\n" + "\n".join(rows) + "\n")
         files[name] = {"gpkg": gpkg, "csv": csv}
     return files

@@ -97,7 +97,7 @@ Examples
 >>> res = kmeans_layer(x, y, area=area, k=2, epsilon=1.0, rng=NoiseSource(seed=1))
 >>> len(res.layer), res.metadata["differentially_private"]
 (2, False)
->>> sorted(np.round(res.layer["centroid_x"].to_numpy(), -2))
+>>> sorted(np.round(res.layer["centroid_x"].to_numpy(), -2).tolist())
 [500.0, 1500.0]
 """
 

@@ -148,7 +148,7 @@ def kmeans(
     ...                    domain_crs="EPSG:32615", crs="EPSG:32615", seed=1)
     >>> len(res.layer), res.metadata["method"], res.metadata["differentially_private"]
     (2, 'kmeans', False)
-    >>> sorted(np.round(res.layer["centroid_x"].to_numpy(), -2))
+    >>> sorted(np.round(res.layer["centroid_x"].to_numpy(), -2).tolist())
     [500.0, 1500.0]
     """
     # -- validate (public inputs only) --
