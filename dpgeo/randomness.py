@@ -32,13 +32,29 @@ import numpy as np
 
 from .errors import ParameterError
 
-__all__ = ["NoiseSource", "as_source"]
+__all__ = ["NoiseSource", "as_source", "check_seed"]
 
 # A ChaCha20 stream is restarted with a fresh nonce after this many bytes,
 # far below the 2**38 bytes that OpenSSL's 32-bit block counter can address.
 _STREAM_BYTES = 1 << 36
 _ZERO_CHUNK = 1 << 20  # bytes of zeros encrypted per call (the keystream is their ciphertext)
 
+
+
+def check_seed(seed):
+    """Refuse a test seed that is not None or a non-negative integer (before anything is read).
+
+    Examples
+    --------
+    >>> check_seed(7), check_seed(None)
+    (7, None)
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer or None, got {seed!r}: give --seed 0 or more "
+                             "(tests only), or no seed for private noise")
+    return int(seed)
 
 class NoiseSource:
     """A source of uniform 64-bit words for dpgeo's exact samplers.
@@ -82,8 +98,7 @@ class NoiseSource:
             self.not_private_reason = None
             self.description = "ChaCha20 CSPRNG keyed from os.urandom"
         else:
-            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-                raise ParameterError(f"seed must be a non-negative integer or None, got {seed!r}")
+            check_seed(seed)
             key = hashlib.sha256(b"dpgeo test seed\x00" + str(int(seed)).encode()).digest()
             self.seeded = True
             self.not_private_reason = "a fixed random seed was used (reproducible noise is for tests only)"

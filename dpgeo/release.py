@@ -203,6 +203,9 @@ class Release:
     metadata: dict
     diagnostics: dict = field(default_factory=dict)
     cells: Any = None
+    #: ``(what, path)`` of the files :meth:`to_file` must never replace (the private input, the study area,
+    #: the ledger): kept here, never in the metadata.
+    _protected: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def differentially_private(self) -> bool:
@@ -220,6 +223,9 @@ class Release:
         Writing is free (post-processing of the release); the file appears
         only when complete.
         """
+        from .io.paths import check_not_input
+
+        check_not_input(path, self._protected)
         md = dict(self.metadata)
         if crs is not None and output_driver(path, driver) == "GPKG":
             from pyproj import CRS
@@ -292,7 +298,8 @@ def read_release(path, *, engine="auto"):
         raise InputError(f"cannot read the layer of {p!r}: {short_error(exc)}") from None
     if "fid" in layer.columns:
         layer = layer.drop(columns="fid")
-    return Release(layer=layer, metadata=metadata, diagnostics={}, cells=None)
+    return Release(layer=layer, metadata=metadata, diagnostics={}, cells=None,
+                   _protected=(("the release it was read from", p),))
 
 
 def format_metadata(md: dict) -> str:

@@ -41,9 +41,12 @@ from ..histogram import (
     sparse_histogram,
     sparse_threshold,
 )
+from ..randomness import check_seed
 from ..noise import NoiseSource, discrete_laplace_q, sampler_description, sum_interval_halfwidth
 from ..polygons import cluster_polygons
+from ..io.paths import protected_files
 from ..release import Release, start_charge
+from ..resources import check_plan, grid_shape, plan_run
 
 __all__ = ["dbscan_spans", "wavecluster", "noise_preview", "load_points", "prepare_points"]
 
@@ -246,6 +249,7 @@ def dbscan_spans(
     scheduler=None,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
+    max_memory_bytes=None,
 ) -> Release:
     """ε-differentially private DBSCAN cluster spans as a polygon layer.
 
@@ -348,6 +352,11 @@ def dbscan_spans(
         a ``Client`` uses an existing cluster. The workers only count; the
         noise is drawn here, from the counts. Same layer as without a
         scheduler for the same seed (with a per-person cap: the same law).
+    max_memory_bytes : int or str, optional
+        Refuse, before any data is read, a run whose grid and noise laws are
+        estimated (:mod:`dpgeo.resources`) to need more memory than this
+        (bytes, or e.g. ``"8G"``); default ``$DPGEO_MAX_MEMORY``, else half
+        the machine's memory.
 
     Returns
     -------
@@ -367,12 +376,20 @@ def dbscan_spans(
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
+    check_seed(seed)
+    protected = protected_files(points, domain=domain, ledger=ledger)
     setup = dict(epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
                  histogram=histogram, gamma=gamma, sensitivity=sensitivity, max_dense_cells=max_dense_cells,
                  max_false_cells=max_false_cells, extent=extent)
 
-    def grid_for(area):
-        return Grid(area, cell_width_for_radius(radius_m, eta))
+    kappa = len(neighbourhood_offsets(eta))
+
+    def grid_for(area):  # the run's size is checked before the grid is built (and before any data is read)
+        cell_m = cell_width_for_radius(radius_m, eta)
+        check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=epsilon, sensitivity=sensitivity, kappa=kappa,
+                            histogram=histogram, max_dense_cells=max_dense_cells, max_false_cells=max_false_cells),
+                   max_memory_bytes, cell_option="radius (or eta)")
+        return Grid(area, cell_m)
 
     if not domain_from_data:  # the grid and every public quantity, before any data is read
         domain = _study_area(domain, domain_crs, crs)
@@ -417,7 +434,7 @@ def dbscan_spans(
         charge.complete()
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
-    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans)
+    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans, _protected=protected)
 
 
 def _reading_message(points, scheduler) -> str:
@@ -466,6 +483,7 @@ def noise_preview(
     sensitivity: int = 1,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
+    max_memory_bytes=None,
 ) -> dict:
     """What a DP-DBSCAN run would look like, from public parameters alone (spends no budget).
 
@@ -489,7 +507,11 @@ def noise_preview(
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    grid = Grid(area, cell_width_for_radius(radius_m, eta))
+    cell_m = cell_width_for_radius(radius_m, eta)
+    check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=epsilon, sensitivity=sensitivity,
+                        kappa=len(neighbourhood_offsets(eta)), histogram=histogram, max_dense_cells=max_dense_cells,
+                        max_false_cells=max_false_cells), max_memory_bytes, cell_option="radius (or eta)")
+    grid = Grid(area, cell_m)
     kind, q, theta, bound, _, params = _dbscan_setup(
         grid, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
         histogram=histogram, gamma=gamma, sensitivity=sensitivity,
@@ -508,7 +530,26 @@ WAVECLUSTER_METHODS = ("privthr", "privthr-em", "privqt", "baseline", "exact")
 MAX_WAVECLUSTER_CELLS = 1 << 26
 
 
-def _wavecluster_grid(area, cell_m, grid_size):
+def check_wavecluster_params(*, method, percentile, wavelet, mode, count_split, count_cap, n_public, k_rule):
+    """Every WaveCluster parameter that the mechanism checks, checked before any data is read."""
+    from ..mechanisms.wavecluster._checks import _K_RULES, _check_epsilon, _check_n_public, _check_percentile, \
+        _check_split
+    from ..mechanisms.wavecluster.transform import _check_mode, _filter
+
+    _filter(wavelet)
+    _check_mode(mode)
+    _check_percentile(percentile)
+    if k_rule not in _K_RULES:
+        raise ParameterError(f"k_rule must be one of {', '.join(_K_RULES)}; got {k_rule!r}")
+    if count_cap is not None:
+        _check_epsilon(count_cap, "count_cap")
+    if n_public is not None:
+        _check_n_public(n_public)
+    if method in ("privthr", "privthr-em"):
+        _check_split(count_split, method)
+
+
+def _wavecluster_grid(area, cell_m, grid_size, epsilon=None, sensitivity=1, max_memory_bytes=None):
     if (cell_m is None) == (grid_size is None):
         raise ParameterError("give exactly one of cell_m (cell width in metres, --cell) or grid_size "
                              "(cells per side of the study area, --grid)")
@@ -517,6 +558,14 @@ def _wavecluster_grid(area, cell_m, grid_size):
         b = area.polygon.bounds
         cell_m = max(b[2] - b[0], b[3] - b[1]) / grid_size
     cell_m = check_positive(cell_m, "cell_m (cell width)", " (metres)")
+    check_plan(plan_run(area, cell_m, mechanism="wavecluster", epsilon=epsilon, sensitivity=sensitivity),
+               max_memory_bytes, cell_option="cell (--cell) or fewer cells (--grid)")
+    nx, ny = grid_shape(area.polygon.bounds, cell_m)
+    if nx * ny > MAX_WAVECLUSTER_CELLS:
+        raise ParameterError(
+            f"a {nx:,} x {ny:,} grid is too large for WaveCluster (at most {MAX_WAVECLUSTER_CELLS:,} "
+            "cells); use a larger cell or a smaller study area"
+        )
     grid = Grid(area, cell_m)
     if grid.nx * grid.ny > MAX_WAVECLUSTER_CELLS:
         raise ParameterError(
@@ -555,6 +604,7 @@ def wavecluster(
     analyst: str | None = None,
     progress=None,
     scheduler=None,
+    max_memory_bytes=None,
 ) -> Release:
     """DP WaveCluster (Chen, Yu & Chirkova) as a polygon layer.
 
@@ -614,6 +664,11 @@ def wavecluster(
         same points on three more binnings; each is another counting pass
         (the input is read again, never held in memory; with a per-person
         cap the reservoir of kept points is recounted).
+    max_memory_bytes : int or str, optional
+        Refuse, before any data is read, a run whose grid and noise laws are
+        estimated (:mod:`dpgeo.resources`) to need more memory than this
+        (bytes, or e.g. ``"8G"``); default ``$DPGEO_MAX_MEMORY``, else half
+        the machine's memory.
 
     Returns
     -------
@@ -638,11 +693,18 @@ def wavecluster(
             raise ParameterError(f"method {method!r} needs epsilon (the privacy budget)")
         epsilon = check_epsilon(epsilon)
     sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
-    if not (isinstance(percentile, numbers.Real) and 0 <= percentile < 100):
-        raise ParameterError(f"percentile must be in [0, 100), got {percentile!r}")
+    check_wavecluster_params(method=method, percentile=percentile, wavelet=wavelet, mode=mode,
+                             count_split=count_split, count_cap=count_cap, n_public=n_public, k_rule=k_rule)
+    check_seed(seed)
+    protected = protected_files(points, domain=domain, ledger=ledger)
+
+    count_eps = None
+    if method != "exact":  # the ε of the noisy counts
+        count_eps = epsilon * (count_split if count_split is not None else
+                               {"privthr": 0.9, "privthr-em": 0.7}.get(method, 1.0))
 
     def grid_for(area):
-        return _wavecluster_grid(area, cell_m, grid_size)
+        return _wavecluster_grid(area, cell_m, grid_size, count_eps, sensitivity, max_memory_bytes)
 
     if not domain_from_data:
         domain = _study_area(domain, domain_crs, crs)
@@ -703,7 +765,7 @@ def wavecluster(
     from ..mechanisms.dbscan import SpanCells
 
     cells = SpanCells(grid, cell_id, label, count, res.n_clusters)
-    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells)
+    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells, _protected=protected)
 
 
 def _wavecluster_mechanism(counts: CellCounts, *, method, epsilon, percentile, wavelet, mode, count_split,

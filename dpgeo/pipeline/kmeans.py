@@ -29,7 +29,10 @@ from ..mechanisms.kmeans import (
     kmeans_layer,
     kmeans_plan,
 )
+from ..io.paths import protected_files
 from ..noise import NoiseSource
+from ..randomness import check_seed
+from ..resources import check_plan, plan_run
 from ..release import Release, start_charge
 from . import (
     _contribution,
@@ -76,6 +79,7 @@ def kmeans(
     ledger=None,
     analyst: str | None = None,
     progress=None,
+    max_memory_bytes=None,
 ) -> Release:
     """ε-differentially private k-means as a map layer: Voronoi cells of the private centroids.
 
@@ -130,6 +134,9 @@ def kmeans(
         before any private data is read (see :func:`dpgeo.dbscan_spans`).
     progress : callable, optional
         ``progress(fraction, message)`` between stages; raise from it to cancel.
+    max_memory_bytes : int or str, optional
+        Refuse, before any data is read, a run estimated to need more memory
+        (:mod:`dpgeo.resources`); default ``$DPGEO_MAX_MEMORY``, else half the machine's memory.
 
     Returns
     -------
@@ -157,6 +164,7 @@ def kmeans(
     plan_kw = dict(k=k, epsilon=epsilon, iterations=iterations, layer_share=layer_share, count_share=count_share,
                    sensitivity=sensitivity)
     kmeans_plan((0.0, 0.0, 1.0, 1.0), **plan_kw)  # the parameters, whatever the study area
+    check_seed(seed)
 
     def grid_for(a):  # public: only which points lie inside the study area
         b = a.polygon.bounds
@@ -166,6 +174,10 @@ def kmeans(
     if not domain_from_data:  # the plan of the run, before any data is read
         area = _study_area(domain, domain_crs, crs)
         kmeans_plan(area.polygon.bounds, **plan_kw)
+        b = area.polygon.bounds
+        check_plan(plan_run(area, max(b[2] - b[0], b[3] - b[1]) / _MEMBERSHIP_CELLS, mechanism="kmeans",
+                            epsilon=epsilon * (layer_share or DEFAULT_LAYER_SHARE), sensitivity=sensitivity),
+                   max_memory_bytes, cell_option="study area")
         _, grid_for = _fixed_grid(area, grid_for)
     noise_src = NoiseSource(seed)
     # -- charge: before any private data is read; refused beyond the dataset's total --
@@ -196,4 +208,5 @@ def kmeans(
         charge.complete()
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
-    return Release(layer=res.layer, metadata=md, diagnostics=diagnostics, cells=res)
+    return Release(layer=res.layer, metadata=md, diagnostics=diagnostics, cells=res,
+                   _protected=protected_files(points, domain=domain, ledger=ledger))
