@@ -10,6 +10,7 @@ import argparse
 import os
 import contextlib
 import json
+import re
 import sys
 import time
 import warnings
@@ -46,8 +47,8 @@ class _Parser(argparse.ArgumentParser):
 def _add_domain_args(p, with_data_flag=True):
     g = p.add_argument_group("public study area")
     g.add_argument("--domain", metavar="BBOX|FILE",
-                   help="public study area: minx,miny,maxx,maxy (in --domain-crs) or a polygon file "
-                        "(use --domain=-93.3,44.9,... when minx is negative)")
+                   help="public study area: minx,miny,maxx,maxy (in --domain-crs; a negative minx is fine: "
+                        "--domain -93.3,44.9,-93.2,45.0) or a polygon file")
     g.add_argument("--domain-crs", default=None, metavar="CRS",
                    help="CRS of a bbox --domain (default EPSG:4326, lon/lat)")
     g.add_argument("--crs", default=None, metavar="CRS",
@@ -139,6 +140,9 @@ def _add_privacy_args(p, epsilon_required=True, with_person=False,
                        help="keep at most K random points per person; the noise scales with K")
     g.add_argument("--seed", type=int, default=None,
                    help="fixed random seed, FOR TESTS ONLY: the output is marked not private")
+    g.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="refuse, before reading anything, a run estimated to need more memory than this (e.g. 8G; "
+                        "default $DPGEO_MAX_MEMORY, else half of this machine's memory)")
     if with_person:  # the run commands
         g.add_argument("--dataset", default=None, metavar="NAME",
                        help="the population this release protects, as named in the privacy-budget ledger "
@@ -202,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--extent", choices=["grown", "core"], default="grown")
     pv.add_argument("--max-points-per-record", type=int, default=1, metavar="N")
     pv.add_argument("--json", action="store_true", help="print JSON")
+    pv.add_argument("--max-memory", default=None, metavar="SIZE",
+                    help="refuse parameters whose run would need more memory than this (e.g. 8G)")
     _add_domain_args(pv, with_data_flag=False)
     _add_engine_arg(pv)
     pv.set_defaults(func=_cmd_preview)
@@ -264,7 +270,28 @@ def _extra_commands(sub):
 def _cmd_wavecluster(args):
     from ..pipeline import wavecluster
 
-    prog, domain, table = _prepare_run(args)
+    from ..pipeline import (WAVECLUSTER_METHODS, _contribution, check_epsilon, check_wavecluster_params,
+                            wavecluster_cell_width, wavecluster_count_epsilon)
+    from ..errors import ParameterError
+
+    # everything public is checked before the (possibly large) input is opened
+    if args.method not in WAVECLUSTER_METHODS:  # pragma: no cover - argparse choices
+        raise ParameterError(f"--method must be one of {', '.join(WAVECLUSTER_METHODS)}")
+    if args.method != "exact":
+        if args.epsilon is None:
+            raise ParameterError(f"--method {args.method} needs --epsilon (the privacy budget)")
+        check_epsilon(args.epsilon)
+    check_wavecluster_params(method=args.method, percentile=args.percentile, wavelet=args.wavelet, mode="zero",
+                             count_split=args.count_split, count_cap=args.count_cap, n_public=args.n_public,
+                             k_rule=args.k_rule)
+    sensitivity, _ = _contribution(args.person, args.max_points_per_person, args.max_points_per_record)
+
+    def check(area):
+        if area is not None:
+            wavecluster_cell_width(area, args.cell, args.grid, wavecluster_count_epsilon(
+                args.method, args.epsilon, args.count_split), sensitivity, args.max_memory)
+
+    prog, domain, table = _prepare_run(args, check)
     res = wavecluster(
         table, method=args.method, epsilon=args.epsilon, cell_m=args.cell, grid_size=args.grid,
         percentile=args.percentile, domain=domain, crs=args.crs, wavelet=args.wavelet,
@@ -272,7 +299,7 @@ def _cmd_wavecluster(args):
         sensitivity=args.max_points_per_record, person=args.person,
         max_points_per_person=args.max_points_per_person, seed=args.seed, domain_from_data=args.domain_from_data,
         unattended=args.unattended, dataset=args.dataset, ledger=args.ledger, progress=prog,
-        scheduler=args.scheduler,
+        scheduler=args.scheduler, max_memory_bytes=args.max_memory,
     )
     written = write_outputs(res, args)
     report_run(res, args, written)
@@ -293,10 +320,10 @@ def _kmeans_command(sub):
 
 
 def _cmd_kmeans(args):
-    from .kmeans import check_arguments, run
+    from .kmeans import check_arguments, check_plan, run
 
     check_arguments(args)  # everything public is checked before the input is read
-    prog, domain, table = _prepare_run(args)
+    prog, domain, table = _prepare_run(args, lambda area: check_plan(args, area))
     res = run(args, table, domain, prog)
     report_run(res, args, write_outputs(res, args))
     return 0
@@ -345,15 +372,24 @@ def resolve_domain(args):
         return as_study_area(args.domain, domain_crs=args.domain_crs, working_crs=args.crs)
 
 
-def _prepare_run(args):
-    """Check the outputs and the public study area; describe the (private) input without reading it."""
+def _prepare_run(args, check=None):
+    """Check the outputs and the public study area; describe the (private) input without reading it.
+
+    ``check(area)`` checks the command's parameters against the study area (None with --domain-from-data),
+    e.g. the grid and the memory of the run, before the input is opened.
+    """
     from ..counting.inputs import PointFile
     from ..errors import DataError
     from ..formats import check_engine
 
     from ..pipeline import _contribution
 
+    from ..randomness import check_seed
+    from ..resources import max_memory_bytes
+
     _contribution(args.person, args.max_points_per_person, args.max_points_per_record)
+    check_seed(args.seed)
+    args.max_memory = max_memory_bytes(args.max_memory)
     if args.engine == "dask":  # count with Dask; files are read with the default GDAL binding
         args.engine = "auto"
         args.scheduler = args.scheduler or "local"
@@ -367,6 +403,8 @@ def _prepare_run(args):
         _local_workers(args.scheduler)
         _need_dask()
     domain = resolve_domain(args)
+    if check is not None:
+        check(domain)
     prog = _Progress(args.quiet)
     # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
     table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
@@ -414,14 +452,24 @@ def _cmd_spans(args):
     # everything public is checked before the (possibly large) input is read
     _check_dbscan_params(args.epsilon, args.radius, args.min_points, args.beta, args.eta,
                          args.histogram, args.gamma, args.max_points_per_record, args.extent)
-    prog, domain, table = _prepare_run(args)
+    from ..pipeline import _contribution, noise_preview
+
+    sensitivity, _ = _contribution(args.person, args.max_points_per_person, args.max_points_per_record)
+
+    def check(area):  # the grid, Γ and the memory of the run, from the study area alone
+        if area is not None:
+            noise_preview(epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points, domain=area,
+                          beta=args.beta, eta=args.eta, histogram=args.histogram, gamma=args.gamma,
+                          extent=args.extent, sensitivity=sensitivity, max_memory_bytes=args.max_memory)
+
+    prog, domain, table = _prepare_run(args, check)
     res = dbscan_spans(
         table, epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
         domain=domain, crs=args.crs, beta=args.beta, eta=args.eta,
         histogram=args.histogram, gamma=args.gamma, extent=args.extent, sensitivity=args.max_points_per_record,
         person=args.person, max_points_per_person=args.max_points_per_person,
         seed=args.seed, domain_from_data=args.domain_from_data, unattended=args.unattended, dataset=args.dataset,
-        ledger=args.ledger, progress=prog, scheduler=args.scheduler,
+        ledger=args.ledger, progress=prog, scheduler=args.scheduler, max_memory_bytes=args.max_memory,
     )
     written = write_outputs(res, args)
     report_run(res, args, written)
@@ -443,7 +491,7 @@ def _cmd_preview(args):
         p = noise_preview(epsilon=args.epsilon, radius_m=args.radius, min_points=args.min_points,
                           domain=args.domain, domain_crs=args.domain_crs, crs=args.crs, beta=args.beta,
                           eta=args.eta, histogram=args.histogram, gamma=args.gamma, extent=args.extent,
-                          sensitivity=args.max_points_per_record)
+                          sensitivity=args.max_points_per_record, max_memory_bytes=args.max_memory)
     print(json.dumps(p, indent=2) if args.json else format_metadata(p))
     return 0
 
@@ -594,9 +642,43 @@ def _print_warnings(caught):
         print(f"dpgeo: {kind}: {w.message}", file=sys.stderr)
 
 
+#: A value that starts with '-' but is a list of numbers (a bbox such as -93.3,44.9,-93.2,45.0), not an option.
+_NEGATIVE_LIST = re.compile(r"^-\.?\d[\d.eE+-]*(,\s*[-+]?[\d.eE+-]+)+$")
+
+
+def _join_negative_values(argv):
+    """``--domain -93.3,44.9,...`` as ``--domain=-93.3,44.9,...`` (argparse takes the value for an option)."""
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if (a.startswith("--") and "=" not in a and len(a) > 2 and i + 1 < len(argv)
+                and _NEGATIVE_LIST.match(argv[i + 1])):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv=None) -> int:
+    """The ``dpgeo`` command; a closed output pipe (``dpgeo info x.gpkg | head -1``) ends it quietly."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # like a Unix tool: stop writing, no traceback; Python's own final flush must not fail either
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            except (OSError, ValueError):
+                pass
+        return 128 + 13  # as if killed by SIGPIPE
+
+
+def _main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_join_negative_values(list(sys.argv[1:] if argv is None else argv)))
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
@@ -614,6 +696,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(("\n" if sys.stderr.isatty() else "") + "dpgeo: interrupted; no output written", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as exc:  # unexpected: one line unless --debug
         if getattr(args, "debug", False):
             raise

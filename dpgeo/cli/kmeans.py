@@ -7,7 +7,7 @@ privacy, study-area and output options are those of every run command
 
 from __future__ import annotations
 
-__all__ = ["HELP", "DESCRIPTION", "EXAMPLES", "add_arguments", "check_arguments", "run"]
+__all__ = ["HELP", "DESCRIPTION", "EXAMPLES", "add_arguments", "check_arguments", "check_plan", "run"]
 
 HELP = "ε-DP k-means: Voronoi cells of private centroids with noisy counts"
 
@@ -58,6 +58,17 @@ def check_arguments(args):
                 **_options(args))
 
 
+def check_plan(args, area):
+    """The run's memory from the study area (None with --domain-from-data), before the input is opened."""
+    if area is None:
+        return
+    from ..pipeline.kmeans import check_kmeans_plan
+
+    sensitivity = args.max_points_per_person if args.person is not None else args.max_points_per_record
+    check_kmeans_plan(area, epsilon=args.epsilon, layer_share=args.layer_share, sensitivity=sensitivity,
+                      max_memory_bytes=args.max_memory)
+
+
 def run(args, points, domain, progress):
     """The release of ``dpgeo kmeans`` (charged to the ledger, not yet written)."""
     from ..pipeline.kmeans import kmeans
@@ -66,4 +77,5 @@ def run(args, points, domain, progress):
                   sensitivity=args.max_points_per_record, person=args.person,
                   max_points_per_person=args.max_points_per_person, seed=args.seed, domain_from_data=args.domain_from_data,
                   unattended=args.unattended,
-                  dataset=args.dataset, ledger=args.ledger, progress=progress, **_options(args))
+                  dataset=args.dataset, ledger=args.ledger, progress=progress, max_memory_bytes=args.max_memory,
+                  **_options(args))

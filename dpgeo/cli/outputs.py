@@ -19,15 +19,21 @@ def check_output_path(path, args=None):
 
 
 def check_output_paths(paths, args=None):
-    """Check every ``-o`` before any data is read; the same file may not be named twice."""
+    """Check every ``-o`` before any data is read: none may replace an input (the private input, the study area
+    file, the ledger, a release being exported), and the same file may not be named twice."""
     from ..errors import OutputError
 
     if getattr(args, "basemap", None) is not None and all(_basemap_for(p, args) is None for p in paths):
         from ..io.files import check_output
 
         check_output(paths[0], basemap=args.basemap)  # says that a basemap is drawn only on an HTML map
+    from ..io.paths import check_not_input, protected_files
+
+    protected = protected_files(getattr(args, "input", None), domain=getattr(args, "domain", None),
+                                ledger=getattr(args, "ledger", None), release=getattr(args, "release", None))
     seen = {}
     for p in paths:
+        check_not_input(p, protected)
         check_output_path(p, args)
         key = os.path.normcase(os.path.realpath(p))
         if key in seen:

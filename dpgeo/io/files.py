@@ -148,7 +148,11 @@ def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, at
                           "drop the basemap options or write a .html")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise OutputError(f"output folder {folder!r} does not exist")
+        raise OutputError(f"output folder {folder!r} does not exist: create it or write elsewhere")
+    if os.path.isdir(path):
+        raise OutputError(f"output {path!r} is a folder: give a file name, e.g. "
+                          f"{os.path.join(path, 'clusters' + os.path.splitext(path)[1] or 'clusters.gpkg')!r}")
+    _check_writable(folder)
     if crs is not None:
         try:
             c = CRS.from_user_input(crs)
@@ -167,12 +171,18 @@ def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, at
     return drv, eng
 
 
+def _check_writable(folder):
+    """Create and remove a temporary file in ``folder``: the write will be possible (permissions, read-only disk)."""
+    from .atomic import temporary_name
 
-
-
-
-
-
+    tmp = temporary_name(folder)
+    try:
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        raise OutputError(f"cannot write in the output folder {folder!r} ({short_error(exc)}): choose a folder "
+                          "you can write to") from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def read_layer_metadata(path, *, engine="auto") -> dict:

@@ -550,6 +550,18 @@ def check_wavecluster_params(*, method, percentile, wavelet, mode, count_split, 
 
 
 def _wavecluster_grid(area, cell_m, grid_size, epsilon=None, sensitivity=1, max_memory_bytes=None):
+    cell_m = wavecluster_cell_width(area, cell_m, grid_size, epsilon, sensitivity, max_memory_bytes)
+    grid = Grid(area, cell_m)
+    if grid.nx * grid.ny > MAX_WAVECLUSTER_CELLS:
+        raise ParameterError(
+            f"a {grid.nx} x {grid.ny} grid is too large for WaveCluster (at most {MAX_WAVECLUSTER_CELLS:,} "
+            "cells); use a larger cell or a smaller study area"
+        )
+    return grid
+
+
+def wavecluster_cell_width(area, cell_m, grid_size, epsilon=None, sensitivity=1, max_memory_bytes=None) -> float:
+    """The checked cell width of a WaveCluster run (metres), its grid size and memory planned; builds no grid."""
     if (cell_m is None) == (grid_size is None):
         raise ParameterError("give exactly one of cell_m (cell width in metres, --cell) or grid_size "
                              "(cells per side of the study area, --grid)")
@@ -558,21 +570,22 @@ def _wavecluster_grid(area, cell_m, grid_size, epsilon=None, sensitivity=1, max_
         b = area.polygon.bounds
         cell_m = max(b[2] - b[0], b[3] - b[1]) / grid_size
     cell_m = check_positive(cell_m, "cell_m (cell width)", " (metres)")
-    check_plan(plan_run(area, cell_m, mechanism="wavecluster", epsilon=epsilon, sensitivity=sensitivity),
-               max_memory_bytes, cell_option="cell (--cell) or fewer cells (--grid)")
     nx, ny = grid_shape(area.polygon.bounds, cell_m)
     if nx * ny > MAX_WAVECLUSTER_CELLS:
         raise ParameterError(
             f"a {nx:,} x {ny:,} grid is too large for WaveCluster (at most {MAX_WAVECLUSTER_CELLS:,} "
             "cells); use a larger cell or a smaller study area"
         )
-    grid = Grid(area, cell_m)
-    if grid.nx * grid.ny > MAX_WAVECLUSTER_CELLS:
-        raise ParameterError(
-            f"a {grid.nx} x {grid.ny} grid is too large for WaveCluster (at most {MAX_WAVECLUSTER_CELLS:,} "
-            "cells); use a larger cell or a smaller study area"
-        )
-    return grid
+    check_plan(plan_run(area, cell_m, mechanism="wavecluster", epsilon=epsilon, sensitivity=sensitivity),
+               max_memory_bytes, cell_option="cell (--cell) or fewer cells (--grid)")
+    return cell_m
+
+
+def wavecluster_count_epsilon(method, epsilon, count_split):
+    """The ε of WaveCluster's noisy counts (None for the exact method), for the run's plan."""
+    if method == "exact" or epsilon is None:
+        return None
+    return epsilon * (count_split if count_split is not None else {"privthr": 0.9, "privthr-em": 0.7}.get(method, 1.0))
 
 
 def wavecluster(
@@ -698,10 +711,7 @@ def wavecluster(
     check_seed(seed)
     protected = protected_files(points, domain=domain, ledger=ledger)
 
-    count_eps = None
-    if method != "exact":  # the ε of the noisy counts
-        count_eps = epsilon * (count_split if count_split is not None else
-                               {"privthr": 0.9, "privthr-em": 0.7}.get(method, 1.0))
+    count_eps = wavecluster_count_epsilon(method, epsilon, count_split)
 
     def grid_for(area):
         return _wavecluster_grid(area, cell_m, grid_size, count_eps, sensitivity, max_memory_bytes)

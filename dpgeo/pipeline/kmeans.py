@@ -57,6 +57,14 @@ _OWN_KEYS = ("mechanism", "method", "differentially_private", "not_private_reaso
              "delta", "epsilon")
 
 
+def check_kmeans_plan(area, *, epsilon, layer_share=None, sensitivity=1, max_memory_bytes=None):
+    """Refuse a k-means run too large for memory (its count intervals grow as 1/ε), before any data is read."""
+    b = area.polygon.bounds
+    check_plan(plan_run(area, max(b[2] - b[0], b[3] - b[1]) / _MEMBERSHIP_CELLS, mechanism="kmeans",
+                        epsilon=epsilon * (layer_share or DEFAULT_LAYER_SHARE), sensitivity=sensitivity),
+               max_memory_bytes, cell_option="study area")
+
+
 def kmeans(
     points,
     *,
@@ -174,10 +182,8 @@ def kmeans(
     if not domain_from_data:  # the plan of the run, before any data is read
         area = _study_area(domain, domain_crs, crs)
         kmeans_plan(area.polygon.bounds, **plan_kw)
-        b = area.polygon.bounds
-        check_plan(plan_run(area, max(b[2] - b[0], b[3] - b[1]) / _MEMBERSHIP_CELLS, mechanism="kmeans",
-                            epsilon=epsilon * (layer_share or DEFAULT_LAYER_SHARE), sensitivity=sensitivity),
-                   max_memory_bytes, cell_option="study area")
+        check_kmeans_plan(area, epsilon=epsilon, layer_share=layer_share, sensitivity=sensitivity,
+                          max_memory_bytes=max_memory_bytes)
         _, grid_for = _fixed_grid(area, grid_for)
     noise_src = NoiseSource(seed)
     # -- charge: before any private data is read; refused beyond the dataset's total --

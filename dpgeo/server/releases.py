@@ -26,6 +26,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..io.atomic import TMP_PREFIX
+
 __all__ = ["RELEASE_ID", "ReleaseStore", "write_release"]
 
 #: A release id: the ledger's 32 lowercase hex digits.
@@ -34,7 +36,7 @@ RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 def _atomic_json(path, obj):
     folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".dpgeo-", suffix=".json", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", suffix=".json", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -79,7 +81,7 @@ def write_release(folder, release_id, result, *, title, dataset, process_id, pri
             logging.getLogger("dpgeo.owner.worker").exception("release %s: no map page", release_id)
     if text is not None:
         paths["html"] = os.path.join(folder, f"{release_id}.html")
-        fd, tmp = tempfile.mkstemp(prefix=".dpgeo-", suffix=".html", dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", suffix=".html", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(tmp, 0o644)
