@@ -22,7 +22,11 @@ from .atomic import _write_text, atomic_write
 from .geojson import METADATA_MEMBER, geojson_collection
 
 __all__ = ["write_layer", "check_output", "read_layer_metadata", "geojson_collection", "atomic_write",
-           "METADATA_MEMBER"]
+           "METADATA_MEMBER", "GPKG_VERSION"]
+
+#: GeoPackage version of every GeoPackage dpgeo writes: 1.3, which QGIS 3.22 and GDAL before 3.7 read without
+#: a warning (1.4 files have the same tables; only the header's version differs).
+GPKG_VERSION = "1.3"
 
 
 def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None, engine="auto",
@@ -102,6 +106,7 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         tags = {METADATA_MEMBER: meta_json,
                 "DIFFERENTIALLY_PRIVATE": str(bool(metadata.get("differentially_private"))).upper()}
         options = {"DESCRIPTION": summary, "IDENTIFIER": name}
+        dataset_options = {"VERSION": GPKG_VERSION}  # QGIS 3.22 (GDAL before 3.7) warns on 1.4 files
 
         def _w(tmp):
             if eng == "fiona":
@@ -110,12 +115,13 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
                 with warnings.catch_warnings():  # an empty layer (no cluster) is a valid result
                     warnings.filterwarnings("ignore", "You are attempting to write an empty DataFrame")
                     # fiona passes extra keywords on as creation options and sets the tags as layer metadata
-                    out.to_file(tmp, driver="GPKG", engine="fiona", layer=name, metadata=tags, **options)
+                    out.to_file(tmp, driver="GPKG", engine="fiona", layer=name, metadata=tags, **options,
+                                **dataset_options)
             else:
                 import pyogrio
 
                 pyogrio.write_dataframe(out, tmp, layer=name, driver="GPKG", layer_metadata=tags,
-                                        layer_options=options)
+                                        layer_options=options, dataset_options=dataset_options)
 
         atomic_write(path, _w)
     return path

@@ -198,10 +198,16 @@ def write_file_metadata(layer, metadata: dict) -> str | None:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
         doc[METADATA_MEMBER] = metadata
-        tmp = f"{path}.dpgeo-tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, default=str)
-        os.replace(tmp, path)  # never a half-written file
+        from dpgeo.io.atomic import temporary_name
+
+        tmp = temporary_name(os.path.dirname(os.path.abspath(path)), ".geojson")
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh, default=str)
+            os.replace(tmp, path)  # never a half-written file
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         return path
     return None
 
@@ -210,22 +216,28 @@ class WritingMixin:
     """The output layer of a run: mixed into :class:`~.base.DpgeoAlgorithmBase`."""
 
     def check_output_not_input(self, parameters, context):
-        """Refuse, before anything is read, an output file that is the input file (or the study area's)."""
+        """Refuse, before anything is read, an output file that is an input: the point layer's file, the study
+        area's, or the privacy-budget ledger (the library's one check, :func:`dpgeo.io.paths.check_not_input`)."""
+        from dpgeo.errors import OutputError
+        from dpgeo.io.paths import check_not_input
+
         out = destination_file(self.parameterAsOutputLayer(parameters, self.OUTPUT, context))
         if out is None:
             return
-        inputs = [(self.tr("the private point layer"), self.input_file(parameters, context))]
+        protected = [(self.tr("the private point layer"), self.input_file(parameters, context))]
         if is_set(parameters.get(self.STUDY_AREA_LAYER)):
             area = self.parameterAsVectorLayer(parameters, self.STUDY_AREA_LAYER, context)
             if area is not None:
                 parts = QgsProviderRegistry.instance().decodeUri(area.providerType(), area.source())
-                path = parts.get("path") or ""
-                inputs.append((self.tr("the study area layer"), os.path.realpath(path) if path else None))
-        for what, path in inputs:
-            if path is not None and os.path.normcase(path) == os.path.normcase(out):
-                raise QgsProcessingException(self.tr(
-                    "The output file {} is {} ({}): writing it would overwrite or change the input. Choose "
-                    "another output file; nothing was read or written.").format(out, what, path))
+                protected.append((self.tr("the study area layer"), parts.get("path") or None))
+        if hasattr(self, "ledger_file"):
+            from dpgeo.budget import ledger_path
+
+            protected.append((self.tr("the privacy-budget ledger"), ledger_path(self.ledger_file(parameters, context))))
+        try:
+            check_not_input(out, protected)
+        except OutputError as exc:
+            raise QgsProcessingException(self.tr("{} Nothing was read or written.").format(exc)) from None
 
     def write_result(self, result, parameters, context, feedback):
         """Turn ``result.layer`` into sink features, log the summary, prepare the metadata."""
