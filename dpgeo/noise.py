@@ -143,7 +143,11 @@ def discrete_laplace_q(epsilon: float, sensitivity: float = 1.0) -> float:
     _check_eps(epsilon)
     if not sensitivity > 0:
         raise ParameterError(f"sensitivity must be > 0, got {sensitivity!r}")
-    return math.exp(-epsilon / sensitivity)
+    q = math.exp(-epsilon / sensitivity)
+    if not q < 1.0:  # ε/Δ below about 1e-16: the noise's law cannot be represented
+        raise ParameterError(f"epsilon per unit of sensitivity ({epsilon / sensitivity:.3g}) is too small for the noise "
+                             "to be computed; use a larger epsilon")
+    return q
 
 
 def _shape(size):
