@@ -12,6 +12,7 @@ listed above it)::
     noise         exact samplers in integer arithmetic (_exact): discrete Laplace, exponential
                   mechanism; interval widths (contribution: per-person caps)
     histogram     ε-DP histograms of the cell counts (dense, sparse)
+    resources     a run's grid and memory from its public parameters, checked before any data is read
     mechanisms/   one module per mechanism, its privacy argument in its docstring:
                   dbscan (DP-DBSCAN spans, Qiu & Yi); wavecluster/ (Chen, Yu &
                   Chirkova: transform, thresholds, components; privqt, privthr,

@@ -33,7 +33,7 @@ from .formats import output_driver
 from .io.files import read_layer_metadata, write_layer
 
 __all__ = ["Release", "ClusterLayer", "read_release", "format_metadata", "Charge", "start_charge", "dataset_key",
-           "IN_MEMORY_DATASET"]
+           "IN_MEMORY_DATASET", "ledger_file", "run_protected_files"]
 
 #: The dataset key of in-memory inputs (arrays, GeoDataFrames) run without ``dataset=``.
 IN_MEMORY_DATASET = "unnamed in-memory data"
@@ -55,6 +55,27 @@ def dataset_key(points, dataset=None) -> tuple[str, bool]:
 
         return dataset_key_for_path(os.fsdecode(points) if isinstance(points, bytes) else points), False
     return IN_MEMORY_DATASET, False
+
+
+def ledger_file(ledger):
+    """The file of the ledger a run is given (``None``: the default ledger; ``False``: none, then None)."""
+    if ledger is False:
+        return None
+    path = getattr(ledger, "path", None)
+    if path is not None:
+        return os.fspath(path)
+    if ledger is None or isinstance(ledger, (str, bytes, os.PathLike)):
+        from .budget import ledger_path
+
+        return ledger_path(ledger)
+    return None
+
+
+def run_protected_files(points, domain, ledger) -> tuple:
+    """What a run's outputs must not replace (:func:`dpgeo.io.paths.protected_files`), kept by its Release."""
+    from .io.paths import protected_files
+
+    return protected_files(points, domain=domain, ledger_file=ledger_file(ledger))
 
 
 def _open_ledger(ledger):

@@ -28,9 +28,11 @@ def check_output_paths(paths, args=None):
 
         check_output(paths[0], basemap=args.basemap)  # says that a basemap is drawn only on an HTML map
     from ..io.paths import check_not_input, protected_files
+    from ..release import ledger_file
 
     protected = protected_files(getattr(args, "input", None), domain=getattr(args, "domain", None),
-                                ledger=getattr(args, "ledger", None), release=getattr(args, "release", None))
+                                ledger_file=ledger_file(getattr(args, "ledger", None)),
+                                release=getattr(args, "release", None))
     seen = {}
     for p in paths:
         check_not_input(p, protected)

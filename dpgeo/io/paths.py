@@ -124,7 +124,7 @@ def check_not_input(output, protected) -> None:
                               "choose another output file")
 
 
-def protected_files(points=None, *, domain=None, ledger=None, release=None) -> tuple:
+def protected_files(points=None, *, domain=None, ledger_file=None, release=None) -> tuple:
     """``(what, path)`` of every file a run's outputs must not replace, for :func:`check_not_input`.
 
     Parameters
@@ -133,24 +133,23 @@ def protected_files(points=None, *, domain=None, ledger=None, release=None) -> t
         The private input as given to the pipeline (a path, glob, folder or source).
     domain : optional
         The study area as given; only a file name counts (a bbox or a polygon is no file).
-    ledger : None, False, path or dpgeo.budget.Ledger
-        The privacy-budget ledger as given to the pipeline (``None``: the default ledger; ``False``: none).
+    ledger_file : str, optional
+        The privacy-budget ledger's file (:func:`dpgeo.budget.ledger_path`).
     release : str, optional
         A release file being exported.
+
+    Examples
+    --------
+    >>> protected_files("in.gpkg", ledger_file="/srv/ledger.sqlite")
+    (('the private input', 'in.gpkg'), ('the privacy-budget ledger', '/srv/ledger.sqlite'))
     """
     out = [("the private input", p) for p in input_paths(points)] if points is not None else []
     if isinstance(domain, (str, bytes)) or hasattr(domain, "__fspath__"):
         d = os.fsdecode(os.fspath(domain))
         if os.path.exists(d):  # else it is a bbox string
             out.append(("the study area file", d))
-    if ledger is not False:
-        path = getattr(ledger, "path", None)
-        if path is None and (ledger is None or isinstance(ledger, (str, bytes, os.PathLike))):
-            from ..budget import ledger_path
-
-            path = ledger_path(ledger)
-        if path is not None:
-            out.append(("the privacy-budget ledger", os.fspath(path)))
+    if ledger_file is not None:
+        out.append(("the privacy-budget ledger", os.fspath(ledger_file)))
     if release is not None:
         out.append(("the release being exported", os.fspath(release)))
     return tuple(out)

@@ -44,8 +44,7 @@ from ..histogram import (
 from ..randomness import check_seed
 from ..noise import NoiseSource, discrete_laplace_q, sampler_description, sum_interval_halfwidth
 from ..polygons import cluster_polygons
-from ..io.paths import protected_files
-from ..release import Release, start_charge
+from ..release import Release, run_protected_files, start_charge
 from ..resources import check_plan, grid_shape, plan_run
 
 __all__ = ["dbscan_spans", "wavecluster", "noise_preview", "load_points", "prepare_points"]
@@ -377,7 +376,7 @@ def dbscan_spans(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
     check_seed(seed)
-    protected = protected_files(points, domain=domain, ledger=ledger)
+    protected = run_protected_files(points, domain, ledger)
     setup = dict(epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
                  histogram=histogram, gamma=gamma, sensitivity=sensitivity, max_dense_cells=max_dense_cells,
                  max_false_cells=max_false_cells, extent=extent)
@@ -709,7 +708,7 @@ def wavecluster(
     check_wavecluster_params(method=method, percentile=percentile, wavelet=wavelet, mode=mode,
                              count_split=count_split, count_cap=count_cap, n_public=n_public, k_rule=k_rule)
     check_seed(seed)
-    protected = protected_files(points, domain=domain, ledger=ledger)
+    protected = run_protected_files(points, domain, ledger)
 
     count_eps = wavecluster_count_epsilon(method, epsilon, count_split)
 

@@ -29,11 +29,10 @@ from ..mechanisms.kmeans import (
     kmeans_layer,
     kmeans_plan,
 )
-from ..io.paths import protected_files
 from ..noise import NoiseSource
 from ..randomness import check_seed
 from ..resources import check_plan, plan_run
-from ..release import Release, start_charge
+from ..release import Release, run_protected_files, start_charge
 from . import (
     _contribution,
     _fixed_grid,
@@ -215,4 +214,4 @@ def kmeans(
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
     return Release(layer=res.layer, metadata=md, diagnostics=diagnostics, cells=res,
-                   _protected=protected_files(points, domain=domain, ledger=ledger))
+                   _protected=run_protected_files(points, domain, ledger))

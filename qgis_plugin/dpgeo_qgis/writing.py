@@ -237,7 +237,7 @@ class WritingMixin:
         try:
             check_not_input(out, protected)
         except OutputError as exc:
-            raise QgsProcessingException(self.tr("{} Nothing was read or written.").format(exc)) from None
+            raise QgsProcessingException(self.tr("{}; nothing was read or written.").format(exc)) from None
 
     def write_result(self, result, parameters, context, feedback):
         """Turn ``result.layer`` into sink features, log the summary, prepare the metadata."""

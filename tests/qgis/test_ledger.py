@@ -217,12 +217,16 @@ def test_an_output_that_is_the_input_is_refused(plugin, processing_module, sampl
     ledger_file = tmp_path / "ledger.sqlite"
     digest, area_digest = _sha(private), _sha(area)
     monkeypatch.chdir(tmp_path)
+    os.link(private, tmp_path / "hard.gpkg")
     outputs = ["alias.gpkg",  # relative, and a symbolic link to the input
                str(private),
+               "./sub/../private.gpkg",
+               "hard.gpkg",  # a hard link to the input
                f"ogr:dbname='{private}' table=\"spans\" (geom)",  # a new layer in the input GeoPackage
-               "area.geojson"]  # the study area's file
+               "area.geojson",  # the study area's file
+               str(ledger_file)]  # the privacy-budget ledger (the library's one check: dpgeo.io.paths)
     for output in outputs:
-        with pytest.raises(QgsProcessingException, match="Choose another output file; nothing was read"):
+        with pytest.raises(QgsProcessingException, match="choose another output file; nothing was read"):
             processing_module.run("dpgeo:dbscanspans", _params(
                 sample_points, str(area), INPUT=f"{private}|layername={name}", LEDGER=str(ledger_file),
                 OUTPUT=output))

@@ -118,10 +118,14 @@ class Process:
 
 
 def check_grid_size(area, cell_m: float, max_cells: int, what: str):
-    """Refuse a grid of more than ``max_cells`` cells before building it (the service's memory bound)."""
-    minx, miny, maxx, maxy = area.polygon.bounds
-    nx = max(1, math.ceil((maxx - minx) / cell_m - 1e-9))
-    ny = max(1, math.ceil((maxy - miny) / cell_m - 1e-9))
+    """Refuse a grid of more than ``max_cells`` cells before building it (the service's memory bound).
+
+    The grid's shape is the library's (:func:`dpgeo.resources.grid_shape`); the memory of the whole run is then
+    checked by the pipeline itself (:func:`dpgeo.resources.check_plan`), before the dataset is read.
+    """
+    from ...resources import grid_shape
+
+    nx, ny = grid_shape(area.polygon.bounds, cell_m)
     if nx * ny > max_cells:
         raise ParameterError(
             f"{what} gives a {nx:,} x {ny:,} grid ({nx * ny:,} cells) over this study area; this server allows at "
