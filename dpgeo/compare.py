@@ -276,6 +276,11 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
                              params.get("eta", 1.0), params.get("histogram", "auto"),
                              params.get("gamma", "laplace"), params.get("sensitivity", 1),
                              params.get("extent", "grown"))
+        from .pipeline import noise_preview
+
+        noise_preview(epsilon=epsilon, radius_m=params["radius_m"], min_points=params["min_points"], domain=area,
+                      **{n: params[n] for n in ("beta", "eta", "histogram", "gamma", "extent", "sensitivity")
+                         if n in params})  # the grid and memory of the run (dpgeo.resources)
     elif algorithm in ("kmeans", "eppkm", "diffhwt"):
         if params.get("k") is None:
             raise ParameterError(f"algorithm {algorithm!r} needs k, the number of clusters (--k)")
@@ -287,6 +292,10 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
             kmeans_plan(area.polygon.bounds, k=params["k"], epsilon=epsilon,
                         **{n: params[n] for n in ("iterations", "layer_share", "count_share", "sensitivity")
                            if n in params})
+            from .pipeline.kmeans import check_kmeans_plan
+
+            check_kmeans_plan(area, epsilon=epsilon, layer_share=params.get("layer_share"),
+                              sensitivity=params.get("sensitivity", 1))
         elif algorithm == "eppkm":
             check_int(params.get("bags", 1), "bags (EPP-KM's number of bootstrap bags B)")
         else:
@@ -309,7 +318,11 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
         p = params.get("percentile", 60.0)
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 100:
             raise ParameterError(f"percentile must be in [0, 100), got {p!r}")
-        _wavecluster_grid(area, params.get("cell_m"), params.get("grid_size"))
+        from .pipeline import wavecluster_count_epsilon
+
+        _wavecluster_grid(area, params.get("cell_m"), params.get("grid_size"),
+                          wavecluster_count_epsilon(method, epsilon, params.get("count_split")),
+                          params.get("sensitivity", 1))
     return area
 
 

@@ -277,6 +277,7 @@ def check_plan(plan: RunPlan, limit_bytes=None, *, cell_option: str = "the cell 
                if part in ("noise law of the core threshold", "count intervals")
                else f"a larger {cell_option} or a smaller study area")
         raise ParameterError(
-            f"{grid} would need about {format_bytes(total)} of memory ({part}: {format_bytes(worst)}), more than "
-            f"the limit of {format_bytes(limit)}; use {fix}, or raise the limit ({MEMORY_ENV} or --max-memory)")
+            f"this run would need about {format_bytes(total)} of memory ({part}: {format_bytes(worst)}; {grid}), "
+            f"more than the limit of {format_bytes(limit)}; use {fix}, or raise the limit ({MEMORY_ENV} or "
+            "--max-memory)")
     return plan

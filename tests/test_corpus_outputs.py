@@ -211,6 +211,15 @@ PARAMETERS = {
                               ("memory", "larger epsilon")),
     "preview radius 1 mm": (["preview", "--epsilon", "1", "--radius", "0.001", "--min-points", "40"],
                             ("cells",)),
+    "compare epsilon 1e-12": (["compare", "fifo.gpkg", "-o", "c.png", "--epsilon", "1e-12", "--radius", "150",
+                               "--min-points", "40"], ("memory", "larger epsilon")),
+    "compare radius 1 cm": (["compare", "fifo.gpkg", "-o", "c.png", "--epsilon", "1", "--radius", "0.01",
+                             "--min-points", "40"], ("cells",)),
+    "compare seed negative": (["compare", "fifo.gpkg", "-o", "c.png", "--epsilon", "1", "--radius", "150",
+                               "--min-points", "40", "--seed", "-1"], ("seed",)),
+    "export invalid out-crs": (["export", "fifo.gpkg", "-o", "x.gpkg", "--out-crs", "EPSG:999999"], ("crs",)),
+    "export to a missing folder": (["export", "fifo.gpkg", "-o", "nowhere/x.gpkg"], ("does not exist",)),
+    "export onto itself": (["export", "fifo.gpkg", "-o", "./fifo.gpkg"], ("release", "choose")),
     "bbox too fine, negative minx after a space": (
         ["preview", "--epsilon", "1", "--radius", "0.005", "--min-points", "40", "--domain",
          "-93.33,44.89,-93.19,45.06"], ("cells",)),
@@ -220,7 +229,7 @@ PARAMETERS = {
 @pytest.mark.parametrize("case", sorted(PARAMETERS))
 def test_bad_parameter_is_refused_before_the_input_is_opened(work, env, case):
     args, words = PARAMETERS[case]
-    if "--domain" not in args:
+    if "--domain" not in args and args[0] != "export":
         args = [*args, "--domain", "area.geojson"]
     refused(args, cwd=work, env=env, must_mention=words, timeout=60)
     assert not (work / "ledger.sqlite").exists()

@@ -608,7 +608,13 @@ def _cmd_compare(args):
         params = dict(method=args.method, cell_m=args.cell, grid_size=args.grid, percentile=args.percentile,
                       wavelet=args.wavelet, count_split=args.count_split, count_cap=args.count_cap,
                       n_public=args.n_public, k_rule=args.k_rule, sensitivity=args.max_points_per_record)
+    from ..randomness import check_seed
+
+    check_seed(args.seed)
     check_png_path(args.output)
+    from ..io.paths import check_not_input, protected_files
+
+    check_not_input(args.output, protected_files(args.input, domain=args.domain))
     check_engine(args.engine, read=args.input)
     domain = resolve_domain(args)
     from ..compare import _check_params
