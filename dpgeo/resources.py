@@ -14,6 +14,9 @@ study area's bounding box, ``cells = nx·ny``):
   memory included), ``ny × 64`` for a rectangle;
 * **point assignment**: one byte per cell while ``cells <= 2**28`` (a class
   mask used to put points in cells fast);
+* **counting**: the running count, 8 bytes per cell up to ``2**25`` cells,
+  a buffer of cell ids (128 MiB) and two batches being read (about 100 MiB
+  each), whatever the number of points (``docs/scale.md``);
 * **histogram**: dense: 24 bytes per cell (counts, noise, released values,
   int64); sparse: 24 bytes per *expected* released empty cell
   (``cells · q**θ / (1+q)``, at most ``max_false_cells`` by the choice of θ);
@@ -56,6 +59,8 @@ _WAVECLUSTER_CELL_BYTES = 96
 _SUM_LAW_POINT_BYTES = 32
 _INTERVAL_POINT_BYTES = 48
 _INTERVAL_MAX_K = 256
+_DENSE_COUNT_MAX_CELLS = 1 << 25
+_COUNTING_FIXED_BYTES = 128 * 2**20 + 2 * 100 * 2**20
 
 
 @dataclass
@@ -143,7 +148,7 @@ def plan_run(area, cell_m: float, *, mechanism: str = "dbscan", epsilon: float |
     --------
     >>> from dpgeo.domain import StudyArea
     >>> p = plan_run(StudyArea.from_bbox((0, 0, 2000, 1000), "EPSG:32615"), 10.0, epsilon=1.0)
-    >>> p.nx, p.ny, p.cells, p.total_bytes < 50_000_000
+    >>> p.nx, p.ny, p.cells, p.total_bytes < 400 * 2**20
     (200, 100, 20000, True)
     """
     nx, ny = grid_shape(area.polygon.bounds, cell_m)
@@ -153,6 +158,7 @@ def plan_run(area, cell_m: float, *, mechanism: str = "dbscan", epsilon: float |
     b["grid universe"] = ny * (_RECT_ROW_BYTES if area.is_rectangle else _UNIVERSE_ROW_BYTES)
     if cells <= _CLASS_MASK_MAX_CELLS:
         b["point assignment"] = cells
+    b["counting"] = min(cells, _DENSE_COUNT_MAX_CELLS) * 8 + _COUNTING_FIXED_BYTES
     q = None
     if epsilon is not None:
         q = math.exp(-float(epsilon) / max(int(sensitivity), 1))
