@@ -17,6 +17,7 @@ import os
 from pyproj import CRS
 
 from ..errors import InputError, OutputError
+from .._dates import today
 from ..formats import output_driver, pick_engine, short_error
 from .atomic import _write_text, atomic_write
 from .geojson import METADATA_MEMBER, geojson_collection
@@ -103,19 +104,30 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
                 "DIFFERENTIALLY_PRIVATE": str(bool(metadata.get("differentially_private"))).upper()}
         options = {"DESCRIPTION": summary, "IDENTIFIER": name}
 
+        # GDAL stamps gpkg_contents.last_change with the time to the millisecond, which would tell how long
+        # the run took; OGR_CURRENT_DATE makes it the release's day (as in the metadata), at 00:00 UTC
+        stamp = today() + "T00:00:00.000Z"
+
         def _w(tmp):
             if eng == "fiona":
                 import warnings
 
-                with warnings.catch_warnings():  # an empty layer (no cluster) is a valid result
+                import fiona
+
+                with warnings.catch_warnings(), fiona.Env(OGR_CURRENT_DATE=stamp):
+                    # an empty layer (no cluster) is a valid result
                     warnings.filterwarnings("ignore", "You are attempting to write an empty DataFrame")
                     # fiona passes extra keywords on as creation options and sets the tags as layer metadata
                     out.to_file(tmp, driver="GPKG", engine="fiona", layer=name, metadata=tags, **options)
             else:
                 import pyogrio
 
-                pyogrio.write_dataframe(out, tmp, layer=name, driver="GPKG", layer_metadata=tags,
-                                        layer_options=options)
+                pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": stamp})
+                try:
+                    pyogrio.write_dataframe(out, tmp, layer=name, driver="GPKG", layer_metadata=tags,
+                                            layer_options=options)
+                finally:
+                    pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": None})
 
         atomic_write(path, _w)
     return path
