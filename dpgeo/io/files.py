@@ -239,7 +239,15 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
 
 
 def _metadata_item(path, engine):
-    """The first layer's ``METADATA_MEMBER`` item of GDAL layer metadata (default domain), or None."""
+    """The ``METADATA_MEMBER`` item of the first layer that has one (GDAL layer metadata), or None."""
+    return _metadata_layer(path, engine)[1]
+
+
+def _metadata_layer(path, engine):
+    """(layer name, ``METADATA_MEMBER`` item) of the first GeoPackage layer that has one, or (None, None).
+
+    A GeoPackage the QGIS plugin wrote also holds its ``layer_styles`` table, which GDAL lists as a layer.
+    """
     if engine == "fiona":
         import fiona
 
@@ -248,12 +256,12 @@ def _metadata_item(path, engine):
                 with fiona.open(path, layer=name) as src:
                     tags = src.tags() or {}
                 if METADATA_MEMBER in tags:
-                    return tags[METADATA_MEMBER]
-        return None
+                    return name, tags[METADATA_MEMBER]
+        return None, None
     import pyogrio
 
     for name, _ in pyogrio.list_layers(path):
         tags = pyogrio.read_info(path, layer=name).get("layer_metadata") or {}
         if METADATA_MEMBER in tags:
-            return tags[METADATA_MEMBER]
-    return None
+            return name, tags[METADATA_MEMBER]
+    return None, None
