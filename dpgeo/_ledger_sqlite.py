@@ -11,11 +11,11 @@ one-line `LedgerError` messages that name the file and the fix.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import os
 import sqlite3
 import time
 
+from ._dates import today
 from ._version import __version__
 from .errors import LedgerError
 
@@ -27,9 +27,6 @@ SCHEMA_VERSION = 1
 APPLICATION_ID = 0x6470674C
 
 
-def today():
-    """The UTC day, ISO formatted: the only time the ledger records."""
-    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
 
 
 # -- schema and migrations ---------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from ._ledger_sqlite import LEDGER_ENV, SCHEMA_VERSION, Store
-from ._ledger_sqlite import today as _today
+from ._dates import today as _today
 from ._version import __version__
 from .errors import BudgetExceededError, LedgerError, ParameterError
 

@@ -306,13 +306,15 @@ def read_release(path, *, engine="auto"):
     import geopandas as gpd
 
     from .errors import InputError
-    from .formats import output_driver, short_error
+    from .formats import output_driver, pick_engine, short_error
+    from .io.files import _metadata_layer
 
     p = os.fspath(path)
     metadata = read_layer_metadata(p, engine=engine)  # says clearly when the file is not a dpgeo release
     try:
-        if output_driver(p) == "GPKG":
-            layer = gpd.read_file(p, engine=None if engine == "auto" else engine)
+        if output_driver(p) == "GPKG":  # the layer that holds the metadata (QGIS adds a layer_styles table)
+            name, _ = _metadata_layer(p, pick_engine(engine, needed=True, write=False))
+            layer = gpd.read_file(p, layer=name, engine=None if engine == "auto" else engine)
         else:
             layer = gpd.read_file(p)
     except Exception as exc:

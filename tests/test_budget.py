@@ -556,7 +556,7 @@ def test_read_only_file_and_folder():
             pkg = os.path.join(top, "lib", "dpgeo")
             os.makedirs(pkg)
             open(os.path.join(pkg, "__init__.py"), "w").close()
-            for name in ("budget.py", "_ledger_sqlite.py", "errors.py", "_version.py"):
+            for name in ("budget.py", "_ledger_sqlite.py", "_dates.py", "errors.py", "_version.py"):
                 shutil.copy(ROOT / "dpgeo" / name, pkg)
             for d, _, _ in os.walk(top):
                 os.chmod(d, 0o755 if d != folder else 0o555)

@@ -169,3 +169,24 @@ def test_export_refuses_a_non_dpgeo_file(tmp_path, capsys):
     assert main(["export", str(p), "-o", str(tmp_path / "x.gpkg")]) == 2
     assert "no dpgeo metadata" in capsys.readouterr().err
     assert not (tmp_path / "x.gpkg").exists()
+
+
+@pytest.mark.parametrize("engine", ["pyogrio", "fiona"])
+def test_outputs_carry_the_day_of_the_release_never_a_time_of_day(ledger, tmp_path, engine):
+    """A time to the second would measure the run (and run time grows with the data): only the UTC day."""
+    import datetime as dt
+    import re
+    import sqlite3
+
+    pytest.importorskip(engine)
+    res = dpgeo.dbscan_spans(blob(), dataset="clinic", ledger=ledger, **KW)
+    day = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    assert res.metadata["created_utc"] in (day, (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat())
+    out = res.to_file(tmp_path / "spans.gpkg", engine=engine)
+    with sqlite3.connect(out) as conn:
+        stamps = [r[0] for r in conn.execute("SELECT last_change FROM gpkg_contents")]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "gpkg_metadata_reference" in tables:
+            stamps += [r[0] for r in conn.execute("SELECT timestamp FROM gpkg_metadata_reference")]
+    assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\dT00:00:00(\.000)?Z", s) for s in stamps), stamps
+    assert dpgeo.io.read_layer_metadata(out)["created_utc"] == res.metadata["created_utc"]

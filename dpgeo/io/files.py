@@ -17,6 +17,7 @@ import os
 from pyproj import CRS
 
 from ..errors import InputError, OutputError
+from .._dates import today
 from ..formats import output_driver, pick_engine, short_error
 from .atomic import _write_text, atomic_write
 from .geojson import METADATA_MEMBER, geojson_collection
@@ -108,11 +109,18 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         options = {"DESCRIPTION": summary, "IDENTIFIER": name}
         dataset_options = {"VERSION": GPKG_VERSION}  # QGIS 3.22 (GDAL before 3.7) warns on 1.4 files
 
+        # GDAL stamps gpkg_contents.last_change with the time to the millisecond, which would tell how long
+        # the run took; OGR_CURRENT_DATE makes it the release's day (as in the metadata), at 00:00 UTC
+        stamp = today() + "T00:00:00.000Z"
+
         def _w(tmp):
             if eng == "fiona":
                 import warnings
 
-                with warnings.catch_warnings():  # an empty layer (no cluster) is a valid result
+                import fiona
+
+                with warnings.catch_warnings(), fiona.Env(OGR_CURRENT_DATE=stamp):
+                    # an empty layer (no cluster) is a valid result
                     warnings.filterwarnings("ignore", "You are attempting to write an empty DataFrame")
                     # fiona passes extra keywords on as creation options and sets the tags as layer metadata
                     out.to_file(tmp, driver="GPKG", engine="fiona", layer=name, metadata=tags, **options,
@@ -120,8 +128,12 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
             else:
                 import pyogrio
 
-                pyogrio.write_dataframe(out, tmp, layer=name, driver="GPKG", layer_metadata=tags,
-                                        layer_options=options, dataset_options=dataset_options)
+                pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": stamp})
+                try:
+                    pyogrio.write_dataframe(out, tmp, layer=name, driver="GPKG", layer_metadata=tags,
+                                            layer_options=options, dataset_options=dataset_options)
+                finally:
+                    pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": None})
 
         atomic_write(path, _w)
     return path
@@ -243,7 +255,15 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
 
 
 def _metadata_item(path, engine):
-    """The first layer's ``METADATA_MEMBER`` item of GDAL layer metadata (default domain), or None."""
+    """The ``METADATA_MEMBER`` item of the first layer that has one (GDAL layer metadata), or None."""
+    return _metadata_layer(path, engine)[1]
+
+
+def _metadata_layer(path, engine):
+    """(layer name, ``METADATA_MEMBER`` item) of the first GeoPackage layer that has one, or (None, None).
+
+    A GeoPackage the QGIS plugin wrote also holds its ``layer_styles`` table, which GDAL lists as a layer.
+    """
     if engine == "fiona":
         import fiona
 
@@ -252,12 +272,12 @@ def _metadata_item(path, engine):
                 with fiona.open(path, layer=name) as src:
                     tags = src.tags() or {}
                 if METADATA_MEMBER in tags:
-                    return tags[METADATA_MEMBER]
-        return None
+                    return name, tags[METADATA_MEMBER]
+        return None, None
     import pyogrio
 
     for name, _ in pyogrio.list_layers(path):
         tags = pyogrio.read_info(path, layer=name).get("layer_metadata") or {}
         if METADATA_MEMBER in tags:
-            return tags[METADATA_MEMBER]
-    return None
+            return name, tags[METADATA_MEMBER]
+    return None, None

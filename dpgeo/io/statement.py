@@ -47,7 +47,7 @@ def _num(v) -> str:
 
 
 def _when(v):
-    """``2026-11-23T08:38:58+00:00`` as ``2026-11-23 08:38 UTC`` (anything else as given)."""
+    """The release date as written (``2026-11-23``; older releases carried a UTC time: shown as its day)."""
     if not v:
         return ""
     import datetime as dt
@@ -56,9 +56,9 @@ def _when(v):
         t = dt.datetime.fromisoformat(str(v))
     except ValueError:
         return str(v)
-    if t.tzinfo is None or t.utcoffset() != dt.timedelta(0):
+    if t.tzinfo is not None and t.utcoffset() != dt.timedelta(0):
         return str(v)
-    return t.strftime("%Y-%m-%d %H:%M UTC")
+    return t.strftime("%Y-%m-%d")
 
 
 def _name(v):

@@ -63,7 +63,7 @@ centroids are drawn without data; clipping, the ``min_count`` rule, the
 Voronoi cells, ``dp_count = max(count, 0)`` and the intervals are
 post-processing. A caller-seeded generator makes the output reproducible and
 the metadata then says ``differentially_private: false``. Proof in
-``docs/privacy.md`` §6.1; the tests check the noise law of one iteration's
+``docs/privacy.md`` §7.1; the tests check the noise law of one iteration's
 counts and sums against the split stated here.
 
 Why this and not diffprivlib's ``KMeans``

@@ -19,7 +19,6 @@ DP k-means (:func:`dpgeo.kmeans`) follows the same steps in
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import numbers
 import os
@@ -44,6 +43,7 @@ from ..histogram import (
 from ..randomness import check_seed
 from ..noise import NoiseSource, discrete_laplace_q, sampler_description, sum_interval_halfwidth
 from ..polygons import cluster_polygons
+from .._dates import today
 from ..release import Release, run_protected_files, start_charge
 from ..resources import check_plan, grid_shape, plan_run
 
@@ -127,7 +127,8 @@ def base_metadata(*, method, mechanism, epsilon, area, source, sensitivity, pers
         "working_crs": _crs_label(area.crs),
         "domain": area.to_metadata(),
         "dpgeo_version": __version__,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        # the day only: a time of day to the second would tell how long the run took (the data's size)
+        "created_utc": today(),
     }
 
 

@@ -8,6 +8,7 @@ put on the layer QGIS loads and, for a file, stored in the file itself.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
 import os
@@ -161,6 +162,25 @@ def destination_file(destination: str):
     return os.path.realpath(os.path.expanduser(path))
 
 
+def _stamp_the_day(path: str) -> None:
+    """Every time GDAL and QGIS wrote into a GeoPackage (contents, metadata, style) becomes the release's day.
+
+    A time of day to the millisecond would measure the run (docs/privacy.md, "Output timestamps"); the
+    library writes 00:00 UTC of the day, and so does the plugin.
+    """
+    import sqlite3
+
+    from dpgeo._dates import today
+
+    stamp = today() + "T00:00:00.000Z"
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table, column in (("gpkg_contents", "last_change"), ("gpkg_metadata_reference", "timestamp"),
+                              ("layer_styles", "update_time")):
+            if table in tables:
+                conn.execute(f"UPDATE {table} SET {column} = ?", (stamp,))
+
+
 def write_file_metadata(layer, metadata: dict) -> str | None:
     """Store the dpgeo metadata in a GeoPackage or GeoJSON output as the library does (``dpgeo info`` reads it).
 
@@ -193,6 +213,7 @@ def write_file_metadata(layer, metadata: dict) -> str | None:
             lyr.SetMetadataItem("DIFFERENTIALLY_PRIVATE", str(bool(metadata.get("differentially_private"))).upper())
         finally:
             ds = None  # noqa: F841 (closing the dataset writes the metadata)
+        _stamp_the_day(path)
         return path
     if ext in (".geojson", ".json"):
         with open(path, encoding="utf-8") as fh:

@@ -92,6 +92,15 @@ def test_release_is_charged_once_logged_and_readable_by_dpgeo_info(plugin, proce
     from dpgeo.release import read_release
 
     assert read_release(out).metadata["release_id"] == rec.release_id
+    if ext == "gpkg":  # the day of the release only, wherever GDAL or QGIS wrote a time (docs/privacy.md)
+        import re
+        import sqlite3
+
+        with sqlite3.connect(out) as conn:
+            stamps = [r[0] for r in conn.execute("SELECT last_change FROM gpkg_contents")]
+            stamps += [r[0] for r in conn.execute("SELECT timestamp FROM gpkg_metadata_reference")]
+            stamps += [str(r[0]) for r in conn.execute("SELECT update_time FROM layer_styles")]
+        assert len(stamps) >= 3 and all(re.fullmatch(r"\d{4}-\d\d-\d\dT00:00:00\.000Z", s) for s in stamps), stamps
     # and `dpgeo export` converts it without spending anything
     copy = tmp_path / "copy.geojson"
     env = dict(os.environ, PYTHONPATH=str(ROOT))

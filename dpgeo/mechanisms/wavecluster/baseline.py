@@ -22,8 +22,8 @@ points outside the public ``bounds`` are dropped (a public rule).
    on the result are post-processing.
 
 The synthetic counts are returned as ``noisy_counts`` with ``q = None``
-(they are not per-cell noisy counts). Proof: ``docs/privacy.md``, section 5,
-§6.4.
+(they are not per-cell noisy counts). Proof: ``docs/privacy.md``
+§5.6.4.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ the public universe gets i.i.d. discrete Laplace noise with decay
 mechanism). The approximation of ``M′``, its positives, the percentile
 threshold, the components and the report are computed from ``M′`` and
 public parameters only: post-processing. The released noisy counts and
-their ``q`` are part of this ε. Proof: ``docs/privacy.md``, section 5, §6.1.
+their ``q`` are part of this ε. Proof: ``docs/privacy.md`` §5.6.1.
 
 :func:`_noisy_counts` is also the count step of :mod:`.privthr` and
 :mod:`.privthr_em`, which spend ``α·ε`` on it.

@@ -28,7 +28,7 @@ estimates ``|L| = N_W - |Z|′``; ``"prune"`` discards ``π·|Z|′`` of the
 smallest noisy positives, π being the probability that the integer noise
 lifts a zero coefficient above 0 (a function of public ``q`` and the filter);
 ``"prune-half"`` is the paper's π = 1/2 (right for continuous noise only).
-Proof and measured biases: ``docs/privacy.md``, section 5, §5.2 and §6.2.
+Proof and measured biases: ``docs/privacy.md`` §5.5.2 and §5.6.2.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ Neighbouring data sets differ by one record of at most ``s`` points.
 * ``M′ = C + DLap(exp(-ε₁/s))``: ε₁-DP (as in :mod:`.privqt`).
 * Sequential composition: ``(M′, t*)`` is ε-DP; the significant set, ``k′``,
   the labels and the report are post-processing. Proof:
-  ``docs/privacy.md``, section 5, §5.3 and §6.3.
+  ``docs/privacy.md`` §5.5.3 and §5.6.3.
 """
 
 from __future__ import annotations

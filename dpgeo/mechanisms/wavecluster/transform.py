@@ -17,7 +17,7 @@ per cell has value ``4ρ`` for every wavelet (for Haar: the 2×2 block sum).
 *Sensitivities.* :func:`approximation_sensitivity` derives, from the exact
 integer impulse response of the approximation at every cell of the grid,
 the sensitivity of every statistic a mechanism reads from the true data
-(``docs/privacy.md``, section 5, §4–§5 and the table in §8). It depends on
+(``docs/privacy.md`` §5.4–§5.5 and the table in §5.8). It depends on
 public inputs only (grid shape, wavelet, mode, percentile, points per
 record).
 """

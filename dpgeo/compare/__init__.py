@@ -57,29 +57,18 @@ True
 
 from __future__ import annotations
 
-import math
-import os
 import warnings
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import shapely
 
-from .errors import DpgeoError, NotPrivateWarning, OutputError, ParameterError
-from .release import Release
+from ..errors import DpgeoError, NotPrivateWarning, ParameterError
+from ..release import Release
+from .figure import _draw, check_png_path
+from .report import ALGORITHMS, NOT_DP_ALGORITHMS, NOT_PRIVATE_NOTICE, CompareReport  # noqa: F401 (public names)
 
 __all__ = ["compare", "CompareReport", "NOT_PRIVATE_NOTICE", "check_png_path"]
-
-#: The notice printed with every comparison (and raised as a :class:`NotPrivateWarning`).
-NOT_PRIVATE_NOTICE = (
-    "NOT PRIVATE: this comparison is computed from the exact private data. It is for the data owner only; "
-    "do not publish or share these numbers or the map. Publish only a layer from a separate private run."
-)
-
-ALGORITHMS = ("spans", "wavecluster", "kmeans", "eppkm", "diffhwt")
-#: Comparison methods whose results are not differentially private (marked so wherever they appear).
-NOT_DP_ALGORITHMS = ("eppkm", "diffhwt")
 _SPANS_PARAMS = ("radius_m", "min_points", "beta", "eta", "histogram", "gamma", "extent", "sensitivity",
                  "max_dense_cells", "max_false_cells")
 _WAVE_PARAMS = ("method", "cell_m", "grid_size", "percentile", "wavelet", "mode", "count_split", "count_cap",
@@ -96,161 +85,12 @@ _PARAMS = {
 DEFAULT_REFERENCE_MAX_POINTS = 500_000
 #: Points used for the classification measures (OCM, 2CE) and drawn on the map, at most.
 _MAX_CLASSIFY_POINTS = 200_000
-_MAX_PLOT_POINTS = 100_000
-
-
-@dataclass
-class CompareReport:
-    """Result of :func:`compare`. **Not private**: never publish any part of it.
-
-    Attributes
-    ----------
-    algorithm : str
-        One of :data:`ALGORITHMS`.
-    measures : dict
-        Utility measures (floats and ints), see :func:`compare`.
-    private : Release
-        The private run that was compared (one draw; not written anywhere).
-    reference : dict
-        Description of the non-private reference (``name``, parameters).
-    reference_labels, private_labels : numpy.ndarray
-        Cluster id (0 = noise) of every point inside the study area, by the
-        reference and by the private layer.
-    png : str or None
-        Path of the side-by-side map, if one was written.
-    notice : str
-        :data:`NOT_PRIVATE_NOTICE`.
-    """
-
-    algorithm: str
-    measures: dict
-    private: Release
-    reference: dict
-    reference_labels: np.ndarray = field(repr=False)
-    private_labels: np.ndarray = field(repr=False)
-    png: str | None = None
-    notice: str = NOT_PRIVATE_NOTICE
-
-    def text(self) -> str:
-        """The report as text, with the not-private notice at the top and the bottom."""
-        m = self.measures
-        md = self.private.metadata
-        bar = "!" * 78
-        lines = [bar, _wrap(self.notice), bar, ""]
-        if self.algorithm in NOT_DP_ALGORITHMS:
-            lines += [_wrap(f"{md['mechanism']} is NOT DIFFERENTIALLY PRIVATE:")]
-            lines += [_wrap(r, initial="  - ", subsequent="    ") for r in md["not_private_reasons"]]
-            lines.append("")
-        if self.algorithm == "kmeans":
-            sp = md["epsilon_split"]
-            lines.append(f"private : DP k-means, epsilon={md['epsilon']:g} (centroids {sp['centroids_total']:g} over "
-                         f"{md['iterations']} iterations, cell counts {sp['layer_counts']:g}), k={md['k']}")
-        elif self.algorithm == "eppkm":
-            lines.append(f"compared: EPP-KM (NOT differentially private), K={md['K']}, B={md['B']} bags")
-        elif self.algorithm == "diffhwt":
-            lines.append(f"compared: DiffHWT (NOT differentially private), epsilon={md['epsilon']:g} as in the paper "
-                         f"(calibration {md['sensitivity']!r}), s={md['s']}, k-means with k={md['k']} on the "
-                         "published rows")
-        elif self.algorithm == "spans":
-            lines.append(f"private : DP-DBSCAN spans, epsilon={md['epsilon']:g}, radius={md['radius_m']:g} m, "
-                         f"MinPts={md['min_points']} (core threshold MinPts+Γ = {md['core_threshold']:.1f}), "
-                         f"beta={md['beta']:g}, gamma={md['gamma_method']}")
-        else:
-            lines.append(f"private : DP WaveCluster {md['method']}, epsilon={md['epsilon']:g}, "
-                         f"cell={md['cell_width_m']:.1f} m, percentile={md['percentile']:g}, "
-                         f"wavelet={md['wavelet']}")
-        lines.append(f"reference (NOT private): {self.reference['name']}")
-        lines.append(f"points inside the study area: {m['n_points']:,}")
-        lines.append("")
-        rows = [
-            ("clusters (reference / private)", f"{m['n_clusters_reference']} / {m['n_clusters_private']}"),
-            ("share of points in a cluster (reference / private)",
-             f"{m['clustered_share_reference']:.1%} / {m['clustered_share_private']:.1%}"),
-            ("reference-clustered points inside a private cluster (recall)", _pct(m["recall"])),
-            ("private-clustered points that the reference clusters (precision)", _pct(m["precision"])),
-            ("adjusted Rand index (1 = same partition, 0 = chance)", f"{m['ari']:.3f}"),
-            ("adjusted mutual information", f"{m['ami']:.3f}"),
-            ("F-measure (reference as ground truth)", f"{m['f_measure']:.3f}"),
-        ]
-        if self.algorithm in ("spans", "kmeans"):
-            what = "span" if self.algorithm == "spans" else "cell"
-            rows += [
-                (f"dp_count error: mean |dp_count - true count| per {what}", _num(m["count_mae"], "{:.1f}")),
-                (f"dp_count error: median relative error per {what}", _pct(m["count_median_rel_error"])),
-                (f"{what}s whose 95% interval holds the true count", _pct(m["count_interval_coverage"])),
-            ]
-        if self.algorithm in ("kmeans", "eppkm"):
-            rows.append(("centroid shift: mean distance to the matched reference centroid (m)",
-                         _num(m["centroid_shift_m"], "{:.1f}")))
-        if self.algorithm == "wavecluster":
-            rows += [
-                ("k' relative error |k' - k| / k (significant coefficients)", _pct(m["kprime_error"])),
-                ("DSG_C (0 = same cells and clusters)", f"{m['dsg_c']:.3f}"),
-                ("OCM (classifier dissimilarity, 0 = same)", _num(m["ocm"], "{:.3f}")),
-                ("2CE (pairwise classifier dissimilarity, 0 = same)", _num(m["two_ce"], "{:.4f}")),
-            ]
-        width = max(len(r[0]) for r in rows)
-        lines += [f"{k.ljust(width)} : {v}" for k, v in rows]
-        if self.png:
-            lines += ["", f"side-by-side map (NOT private): {self.png}"]
-        if self.algorithm in NOT_DP_ALGORITHMS:
-            lines += ["", _wrap(f"{md['mechanism']}: NOT DIFFERENTIALLY PRIVATE (see above); never publish "
-                                "its output.")]
-        lines += ["", bar, _wrap(self.notice), bar]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        """JSON-serialisable summary (NaN as ``None``), with the notice. Not private."""
-        def clean(v):
-            if isinstance(v, float) and math.isnan(v):
-                return None
-            return v
-
-        md = self.private.metadata
-        return {"notice": self.notice, "algorithm": self.algorithm, "reference": self.reference,
-                "method_differentially_private": bool(md.get("differentially_private"))
-                and self.algorithm not in NOT_DP_ALGORITHMS,
-                "method_not_private_reasons": list(md.get("not_private_reasons") or []),
-                "measures": {k: clean(v) for k, v in self.measures.items()}, "png": self.png}
-
-    def __str__(self) -> str:
-        return self.text()
-
-
-def _wrap(text, width=78, initial="", subsequent=""):
-    import textwrap
-
-    return "\n".join(textwrap.wrap(text, width, initial_indent=initial, subsequent_indent=subsequent))
-
-
-def _pct(v):
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1%}"
-
-
-def _num(v, f):
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f.format(v)
-
-
-def check_png_path(path) -> str:
-    """Fail before reading any data if a PNG cannot be written at ``path``."""
-    p = os.fspath(path)
-    if not p.lower().endswith(".png"):
-        raise OutputError(f"the comparison map is written as PNG; give a path ending in .png, got {p!r}")
-    folder = os.path.dirname(os.path.abspath(p))
-    if not os.path.isdir(folder):
-        raise OutputError(f"output folder {folder!r} does not exist")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise OutputError("writing the comparison map needs matplotlib: pip install matplotlib "
-                          "(or dpgeo[plot])") from None
-    return p
 
 
 def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
     """Validate every public parameter before the data is read."""
-    from .domain import as_study_area
-    from .pipeline import (
+    from ..domain import as_study_area
+    from ..pipeline import (
         WAVECLUSTER_METHODS,
         _check_dbscan_params,
         _wavecluster_grid,
@@ -276,7 +116,7 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
                              params.get("eta", 1.0), params.get("histogram", "auto"),
                              params.get("gamma", "laplace"), params.get("sensitivity", 1),
                              params.get("extent", "grown"))
-        from .pipeline import noise_preview
+        from ..pipeline import noise_preview
 
         noise_preview(epsilon=epsilon, radius_m=params["radius_m"], min_points=params["min_points"], domain=area,
                       **{n: params[n] for n in ("beta", "eta", "histogram", "gamma", "extent", "sensitivity")
@@ -286,20 +126,20 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
             raise ParameterError(f"algorithm {algorithm!r} needs k, the number of clusters (--k)")
         check_int(params["k"], "k (number of clusters)")
         if algorithm == "kmeans":
-            from .mechanisms.kmeans import kmeans_plan
+            from ..mechanisms.kmeans import kmeans_plan
 
             check_epsilon(epsilon)
             kmeans_plan(area.polygon.bounds, k=params["k"], epsilon=epsilon,
                         **{n: params[n] for n in ("iterations", "layer_share", "count_share", "sensitivity")
                            if n in params})
-            from .pipeline.kmeans import check_kmeans_plan
+            from ..pipeline.kmeans import check_kmeans_plan
 
             check_kmeans_plan(area, epsilon=epsilon, layer_share=params.get("layer_share"),
                               sensitivity=params.get("sensitivity", 1))
         elif algorithm == "eppkm":
             check_int(params.get("bags", 1), "bags (EPP-KM's number of bootstrap bags B)")
         else:
-            from .mechanisms.diffhwt import SENSITIVITIES
+            from ..mechanisms.diffhwt import SENSITIVITIES
 
             check_epsilon(epsilon)
             if params.get("level", 0) != 0:
@@ -318,7 +158,7 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
         p = params.get("percentile", 60.0)
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 100:
             raise ParameterError(f"percentile must be in [0, 100), got {p!r}")
-        from .pipeline import wavecluster_count_epsilon
+        from ..pipeline import wavecluster_count_epsilon
 
         _wavecluster_grid(area, params.get("cell_m"), params.get("grid_size"),
                           wavecluster_count_epsilon(method, epsilon, params.get("count_split")),
@@ -393,7 +233,7 @@ def compare(points, *, algorithm: str = "spans", epsilon: float | None = None, d
         ``kmeans`` and ``eppkm`` add ``centroid_shift_m`` (mean distance of
         each private centroid to its matched reference centroid).
     """
-    from .pipeline import dbscan_spans, load_points, prepare_points, wavecluster
+    from ..pipeline import dbscan_spans, load_points, prepare_points, wavecluster
 
     params = {k: v for k, v in params.items() if v is not None}
     area = _check_params(algorithm, epsilon, params, domain, domain_crs, crs)
@@ -467,7 +307,7 @@ def compare(points, *, algorithm: str = "spans", epsilon: float | None = None, d
 def _compare_kmeans_family(points, *, algorithm, epsilon, area, crs, input_crs, seed, png_path, progress,
                            params) -> CompareReport:
     """DP k-means, EPP-KM or DiffHWT against scikit-learn's k-means on the points inside the study area."""
-    from .pipeline import load_points, prepare_points
+    from ..pipeline import load_points, prepare_points
 
     try:
         from sklearn.cluster import KMeans
@@ -477,7 +317,7 @@ def _compare_kmeans_family(points, *, algorithm, epsilon, area, crs, input_crs, 
     _step(progress, 0.0, "reading points")
     table = load_points(points, input_crs=input_crs)
     prep = prepare_points(table, domain=area, crs=crs, input_crs=input_crs)
-    from .mechanisms.kmeans import _inside
+    from ..mechanisms.kmeans import _inside
 
     ok = np.isfinite(prep.x) & np.isfinite(prep.y)
     inside = np.zeros(prep.x.size, dtype=bool)
@@ -489,8 +329,8 @@ def _compare_kmeans_family(points, *, algorithm, epsilon, area, crs, input_crs, 
     _step(progress, 0.1, f"{algorithm} run")
     centroids = None
     if algorithm == "kmeans":
-        from .mechanisms.kmeans import kmeans_layer
-        from .noise import NoiseSource
+        from ..mechanisms.kmeans import kmeans_layer
+        from ..noise import NoiseSource
 
         res = kmeans_layer(x, y, area=area, k=k, epsilon=epsilon, rng=NoiseSource(seed),
                            **{n: params[n] for n in ("iterations", "layer_share", "count_share", "sensitivity")
@@ -498,15 +338,15 @@ def _compare_kmeans_family(points, *, algorithm, epsilon, area, crs, input_crs, 
         md = dict(res.metadata)
         layer, lab_p, centroids = res.layer, res.label_points(x, y), res.centroids
     elif algorithm == "eppkm":
-        from .mechanisms.eppkm import eppkm
-        from .mechanisms.kmeans import voronoi_cells
+        from ..mechanisms.eppkm import eppkm
+        from ..mechanisms.kmeans import voronoi_cells
 
         res = eppkm(x, y, K=k, B=int(params.get("bags", 1)), rng=seed)
         md = dict(res.metadata, epsilon=None)
         lab_p, centroids = res.labels, res.centroids
         layer = _voronoi_frame(voronoi_cells(np.unique(centroids, axis=0), area.polygon), area.crs)
     else:
-        from .mechanisms.diffhwt import diffhwt_points
+        from ..mechanisms.diffhwt import diffhwt_points
 
         rel = diffhwt_points(x, y, area=area, epsilon=epsilon, s=int(params.get("level", 0)),
                              sensitivity=params.get("calibration", "attribute"), rng=seed)
@@ -521,7 +361,7 @@ def _compare_kmeans_family(points, *, algorithm, epsilon, area, crs, input_crs, 
     lab_r = ref.labels_.astype(np.int64) + 1
     reference = {"name": f"scikit-learn k-means, k={k}, n_init=10", "algorithm": "k-means", "k": k}
     _step(progress, 0.7, "utility measures")
-    from . import evaluation as ev
+    from .. import evaluation as ev
 
     m: dict[str, Any] = {
         "n_points": int(x.size),
@@ -577,7 +417,7 @@ def _step(cb, frac, msg):
 
 
 def _measures(algorithm, x, y, lab_r, lab_p, priv, ref_layer) -> dict:
-    from . import evaluation as ev
+    from .. import evaluation as ev
 
     n = int(x.size)
     in_r, in_p = lab_r > 0, lab_p > 0
@@ -623,119 +463,3 @@ def _measures(algorithm, x, y, lab_r, lab_p, priv, ref_layer) -> dict:
         else:
             m["ocm"] = m["two_ce"] = float("nan")
     return m
-
-
-def _matched_colours(lab_r, lab_p):
-    """Colour index per reference and per private cluster id; matched clusters share a colour."""
-    from scipy.optimize import linear_sum_assignment
-
-    ur = np.unique(lab_r[lab_r > 0])
-    up = np.unique(lab_p[lab_p > 0])
-    col_r = {int(c): i for i, c in enumerate(ur)}
-    col_p = {}
-    both = (lab_r > 0) & (lab_p > 0)
-    if ur.size and up.size and both.any():
-        i = np.searchsorted(ur, lab_r[both])
-        j = np.searchsorted(up, lab_p[both])
-        table = np.zeros((ur.size, up.size), dtype=np.int64)
-        np.add.at(table, (i, j), 1)
-        rows, cols = linear_sum_assignment(table, maximize=True)
-        for r_, c_ in zip(rows, cols):
-            if table[r_, c_] > 0:
-                col_p[int(up[c_])] = col_r[int(ur[r_])]
-    nxt = len(ur)
-    for c in up:
-        if int(c) not in col_p:
-            col_p[int(c)] = nxt
-            nxt += 1
-    return col_r, col_p
-
-
-def _draw(path, rep, x, y, ref_layer, area):
-    # a bare Figure: no pyplot state and no backend switch (safe inside QGIS and notebooks)
-    from matplotlib import colormaps
-    from matplotlib.figure import Figure
-
-    lab_r, lab_p = rep.reference_labels, rep.private_labels
-    col_r, col_p = _matched_colours(lab_r, lab_p)
-    cmap = colormaps["tab20"]
-
-    def colour(i):
-        return cmap(i % 20)
-
-    sel = np.arange(x.size)
-    if x.size > _MAX_PLOT_POINTS:
-        sel = np.sort(np.random.default_rng(0).choice(x.size, _MAX_PLOT_POINTS, replace=False))
-    poly = area.polygon
-    b = poly.bounds
-    aspect = (b[2] - b[0]) / max(b[3] - b[1], 1e-9)
-    panel_h = 6.0
-    panel_w = min(max(panel_h * aspect, 3.5), 9.0)
-    fig = Figure(figsize=(max(2 * panel_w + 1.2, 11.0), panel_h + 1.6))
-    axes = fig.subplots(1, 2, sharex=True, sharey=True)
-    crs_label = rep.private.metadata.get("working_crs", "")
-    for ax in axes:
-        for g in getattr(poly, "geoms", [poly]):
-            ax.plot(*g.exterior.xy, color="0.4", lw=0.8)
-        ax.scatter(x[sel], y[sel], s=0.6, color="0.75", lw=0, rasterized=True)
-        ax.set_aspect("equal")
-        ax.ticklabel_format(useOffset=False, style="plain")
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel(f"x (m, {crs_label})", fontsize=8)
-    axes[0].set_ylabel(f"y (m, {crs_label})", fontsize=8)
-    ax = axes[0]
-    if ref_layer is None:
-        keep = sel[lab_r[sel] > 0]
-        ax.scatter(x[keep], y[keep], s=1.2, lw=0, rasterized=True,
-                   color=[colour(col_r[int(c)]) for c in lab_r[keep]])
-    else:
-        _draw_layer(ax, ref_layer.layer, {int(k): colour(v) for k, v in col_r.items()})
-    ax.set_title(f"non-private reference: {rep.reference['name']}\n{rep.measures['n_clusters_reference']} clusters",
-                 fontsize=9)
-    if rep.private.layer is None:  # a per-record release: colour the points by their cluster
-        keep = sel[lab_p[sel] > 0]
-        axes[1].scatter(x[keep], y[keep], s=1.2, lw=0, rasterized=True,
-                        color=[colour(col_p[int(c)]) for c in lab_p[keep]])
-    else:
-        _draw_layer(axes[1], rep.private.layer, {int(k): colour(v) for k, v in col_p.items()})
-    md = rep.private.metadata
-    eps = f", ε = {md['epsilon']:g}" if md.get("epsilon") is not None else ""
-    if rep.algorithm in NOT_DP_ALGORITHMS:
-        title = f"{md.get('mechanism')}\nNOT DIFFERENTIALLY PRIVATE{eps}"
-    else:
-        title = f"private ({md.get('mechanism')}){eps}"
-    axes[1].set_title(f"{title}\n{rep.measures['n_clusters_private']} clusters", fontsize=9)
-    m = rep.measures
-    top = 1.0 - 1.0 / fig.get_figheight()
-    fig.text(0.5, 0.985, "NOT PRIVATE — computed from the exact data — for the data owner only, do not publish",
-             ha="center", va="top", fontsize=11, color="white", weight="bold",
-             bbox=dict(boxstyle="round", facecolor="firebrick", edgecolor="none"))
-    fig.text(0.5, top + 0.02, f"ARI {m['ari']:.3f}   AMI {m['ami']:.3f}   F {m['f_measure']:.3f}   "
-             f"recall {_pct(m['recall'])}   precision {_pct(m['precision'])}", ha="center", va="bottom", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, top))
-    _save_atomic(fig, path)
-
-
-def _draw_layer(ax, layer, colours):
-    from matplotlib.patches import PathPatch
-    from matplotlib.path import Path as MPath
-
-    for cid, geom in zip(layer["cluster_id"].to_numpy(), layer.geometry):
-        if geom is None or geom.is_empty:
-            continue
-        verts, codes = [], []
-        for poly in getattr(geom, "geoms", [geom]):
-            for ring in [poly.exterior, *poly.interiors]:
-                xy = np.asarray(ring.coords)
-                verts.append(xy)
-                codes.append(np.r_[MPath.MOVETO, np.full(len(xy) - 2, MPath.LINETO), MPath.CLOSEPOLY])
-        patch = PathPatch(MPath(np.concatenate(verts), np.concatenate(codes)),
-                          facecolor=colours.get(int(cid), "tab:red"), edgecolor="k", lw=0.3, alpha=0.75)
-        ax.add_patch(patch)
-
-
-def _save_atomic(fig, path):
-    """Write the PNG under a temporary name (usual permissions) and rename it into place."""
-    from .io.files import atomic_write
-
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight", pad_inches=0.15))
