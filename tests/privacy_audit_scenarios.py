@@ -28,7 +28,8 @@ import shapely
 from scipy import stats
 
 import dpgeo
-import dpgeo.pipeline
+import dpgeo.pipeline.dbscan
+import dpgeo.pipeline.wave
 from dpgeo import histogram
 from dpgeo.counting import reservoir
 from dpgeo.counting.reservoir import PersonReservoir
@@ -534,6 +535,8 @@ def _memo_noise_bound(**kw):
 _NOISE_BOUND = functools.lru_cache(maxsize=64)(dbscan.noise_bound)
 
 
+#: Pipeline modules that bind the contribution bound (DP-DBSCAN spans and WaveCluster entry points).
+_PIPELINE_MODULES = (dpgeo.pipeline.dbscan, dpgeo.pipeline.wave)
 #: Modules that bind the count step and the sensitivity table (patched wherever bound).
 _COUNT_MODULES = (m_privqt, m_privthr, m_privthr_em)
 _SENS_MODULES = (m_transform, m_privthr, m_privthr_em)
@@ -574,8 +577,8 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
         "PrivTHR_EM split swapped":
             lambda: _item(m_checks._DEFAULT_SPLIT, "privthr-em", 1 - m_checks._DEFAULT_SPLIT["privthr-em"]),
         "pipeline sensitivity not scaled by K":
-            lambda: _patched(dpgeo.pipeline, "_contribution",
-                             functools.partial(_contribution_without_k, _orig=dpgeo.pipeline._contribution)),
+            lambda: _patched_everywhere(_PIPELINE_MODULES, "_contribution",
+                                        lambda o: functools.partial(_contribution_without_k, _orig=o)),
     }
 
 
@@ -588,4 +591,4 @@ def _sensitivity_one(orig):
 
 def memoised_noise_bound():
     """Memoise Γ in the pipeline (a function of public parameters only) for fast end-to-end runs."""
-    return _patched(dpgeo.pipeline, "noise_bound", _memo_noise_bound)
+    return _patched(dpgeo.pipeline.dbscan, "noise_bound", _memo_noise_bound)

@@ -31,9 +31,9 @@ from ..mechanisms.kmeans import (
 )
 from ..noise import NoiseSource
 from ..randomness import check_seed
-from ..resources import check_plan, plan_run
 from ..release import Release, run_protected_files, start_charge
-from . import (
+from ..resources import check_plan, plan_run
+from ._common import (
     _contribution,
     _fixed_grid,
     _input_label,
