@@ -606,6 +606,9 @@ def main(argv=None) -> int:
             warnings.simplefilter("always", BudgetWarning)
             try:
                 return args.func(args)
+            except DpgeoError:
+                del caught[:]  # a refusal is one line: the notes and warnings of a refused run are moot
+                raise
             finally:
                 _print_warnings(caught)
     except DpgeoError as exc:
