@@ -7,6 +7,7 @@ traceback), 1 unexpected failure. Output files are written atomically.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import contextlib
 import json
@@ -367,6 +368,9 @@ def _prepare_run(args):
         _local_workers(args.scheduler)
         _need_dask()
     domain = resolve_domain(args)
+    owner_log = logging.getLogger("dpgeo.owner")
+    if not args.quiet and not owner_log.handlers:  # report_run prints the owner's warnings, once
+        owner_log.addHandler(logging.NullHandler())
     prog = _Progress(args.quiet)
     # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
     table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,

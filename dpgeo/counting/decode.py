@@ -234,6 +234,8 @@ def pick_columns(names, xcol, ycol, person, input_crs, what):
         for c in (xcol, ycol):
             if c not in counts:
                 raise InputError(f"column {c!r} is not in {what} ({column_list(names)})")
+        if xcol.lower().strip() in LON_NAMES and ycol.lower().strip() in LAT_NAMES:
+            assumed = "EPSG:4326"  # named longitude/latitude: the same assumption as when found by name
     if person is not None and person not in counts:
         raise InputError(f"person column {person!r} is not in {what} ({column_list(names)})")
     dup = sorted({c for c in (xcol, ycol, person) if c is not None and counts.get(c, 0) > 1})
