@@ -107,6 +107,8 @@ class StudyArea:
         path = os.fspath(path)
         if not os.path.exists(path):
             raise DomainError(f"domain file {path!r} does not exist")
+        if os.path.isdir(path) and not path.rstrip("/\\").lower().endswith(".gdb"):
+            raise DomainError(f"--domain {path!r} is a folder; give a polygon file (e.g. area.geojson) or a bbox")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the library's own warning text is not for dpgeo's users
@@ -162,7 +164,9 @@ class StudyArea:
         ``repaired``: why the caller already repaired the polygons it unioned.
         """
         if geom is None or shapely.is_empty(geom):
-            raise DomainError("the study area is empty")
+            raise DomainError("the study area is empty: it has no polygon with an area"
+                              + (f" once its invalid polygons are repaired ({repaired})" if repaired else "")
+                              + "; fix the polygon or give a bbox")
         if shapely.get_type_id(geom) not in (3, 6):
             raise DomainError("the study area must be a polygon or multipolygon, got a "
                               f"{shapely.get_type_id(geom) and geom.geom_type}")
@@ -274,11 +278,13 @@ def as_study_area(domain, *, domain_crs=None, working_crs=None) -> StudyArea:
     if isinstance(domain, (str, os.PathLike)):
         s = os.fspath(domain)
         parts = s.split(",")
-        if len(parts) == 4 and not os.path.exists(s):
+        if len(parts) > 1 and not os.path.exists(s):
             try:
                 nums = [float(p) for p in parts]
             except ValueError:
                 nums = None
+            if nums is not None and len(nums) != 4:
+                raise DomainError(f"a study-area bbox needs 4 numbers minx,miny,maxx,maxy, got {len(nums)}")
             if nums is not None:
                 return StudyArea.from_bbox(nums, crs, working_crs=working_crs)
         return StudyArea.from_file(s, working_crs=working_crs)

@@ -185,11 +185,21 @@ def looks_like_data(name) -> bool:
     return s.strip() == "" or bool(_NUMBER.match(s)) or bool(_DATE.match(s)) or s.lower() in ("nan", "null")
 
 
+#: A name that may well be a value (a first row of data read as the header): words with spaces, an e-mail,
+#: an identifier mixing letters, digits and dashes.
+_VALUEISH = re.compile(r"\w\s+\w|@|[A-Za-z].*\d.*[-/]|[-/].*\d")
+
+
 def column_list(names, limit=12) -> str:
-    """Names for a message, or only their number when some of them look like values of a record."""
+    """Names for a message, or only their number when some of them may be values of a record.
+
+    A file without a header row has a record where its column names should
+    be; a name that looks like a number, a date, words with spaces or an
+    identifier is then not shown.
+    """
     names = list(names)
-    if any(looks_like_data(n) for n in names):
-        return f"{len(names)} columns"
+    if any(looks_like_data(n) or _VALUEISH.search(str(n)) for n in names):
+        return f"{len(names)} column{'' if len(names) == 1 else 's'}"
     more = f", ... ({len(names)} in all)" if len(names) > limit else ""
     return "columns: " + ", ".join(map(str, names[:limit])) + more
 
