@@ -35,7 +35,7 @@ examples:
       --domain=-74.26,40.49,-73.69,40.92
 
   # preview the noise (spends no budget, reads no data)
-  dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.05
+  dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.06
 """
 
 
