@@ -209,9 +209,9 @@ def check_header(names, what):
     names = list(names)
     n_data = sum(looks_like_data(n) for n in names)
     if n_data and n_data * 2 >= len(names):
-        raise InputError(
-            f"the first row of {what} looks like data, not column names ({n_data} of {len(names)} fields are "
-            "numbers, dates or empty): add a header row naming the columns (e.g. lon,lat)"
+        raise InputError(  # no count of its numbers: the row is a record, and a service shows this message
+            f"the first row of {what} looks like data, not column names (numbers, dates or empty fields): "
+            "add a header row naming the columns (e.g. lon,lat)"
         )
 
 
