@@ -114,9 +114,8 @@ class StudyArea:
                 warnings.simplefilter("ignore")  # the library's own warning text is not for dpgeo's users
                 gdf = gpd.read_file(path, layer=layer) if layer else gpd.read_file(path)
         except Exception as exc:  # the driver's message is the useful part (the study area is public)
-            from .formats import short_error
-
-            raise DomainError(f"cannot read domain file {path!r}: {short_error(exc)}") from None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DomainError(f"cannot read domain file {path!r}: {first}") from None
         return cls.from_frame(gdf, working_crs=working_crs, description=f"polygons from {os.path.basename(path)}")
 
     @classmethod
