@@ -14,13 +14,14 @@ made with it says it is not differentially private.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import shapely
-from pyproj import CRS, Transformer
+from pyproj import CRS, Proj, Transformer
 
-from .errors import DomainError
+from .errors import DomainError, StudyAreaWarning
 
 __all__ = ["StudyArea", "as_study_area", "utm_crs_for", "working_crs_for"]
 
@@ -106,10 +107,15 @@ class StudyArea:
         path = os.fspath(path)
         if not os.path.exists(path):
             raise DomainError(f"domain file {path!r} does not exist")
+        if os.path.isdir(path) and not path.rstrip("/\\").lower().endswith(".gdb"):
+            raise DomainError(f"--domain {path!r} is a folder; give a polygon file (e.g. area.geojson) or a bbox")
         try:
-            gdf = gpd.read_file(path, layer=layer) if layer else gpd.read_file(path)
-        except Exception as exc:  # the driver's message is the useful part
-            raise DomainError(f"cannot read domain file {path!r}: {exc}") from None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the library's own warning text is not for dpgeo's users
+                gdf = gpd.read_file(path, layer=layer) if layer else gpd.read_file(path)
+        except Exception as exc:  # the driver's message is the useful part (the study area is public)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise DomainError(f"cannot read domain file {path!r}: {first}") from None
         return cls.from_frame(gdf, working_crs=working_crs, description=f"polygons from {os.path.basename(path)}")
 
     @classmethod
@@ -124,8 +130,10 @@ class StudyArea:
         kinds = set(shapely.get_type_id(geoms).tolist())
         if not kinds <= {3, 6}:
             raise DomainError("the domain layer must contain polygons (the public study area), not points or lines")
-        geom = shapely.union_all(shapely.make_valid(geoms))
-        return cls._make(geom, gdf.crs, working_crs, description or "polygon layer")
+        invalid = ~shapely.is_valid(geoms)
+        why = shapely.is_valid_reason(geoms[invalid][0]) if invalid.any() else None
+        geom = shapely.union_all(_polygonal(shapely.make_valid(geoms)) if why else geoms)
+        return cls._make(geom, gdf.crs, working_crs, description or "polygon layer", repaired=why)
 
     @classmethod
     def from_points_extent(cls, x, y, crs, *, working_crs=None) -> "StudyArea":
@@ -149,23 +157,49 @@ class StudyArea:
         return area
 
     @classmethod
-    def _make(cls, geom, src: CRS, working, description) -> "StudyArea":
+    def _make(cls, geom, src: CRS, working, description, *, repaired=None) -> "StudyArea":
+        """The study area of ``geom`` in ``src``; an invalid polygon is repaired, with a :class:`StudyAreaWarning`.
+
+        ``repaired``: why the caller already repaired the polygons it unioned.
+        """
         if geom is None or shapely.is_empty(geom):
-            raise DomainError("the study area is empty")
+            raise DomainError("the study area is empty: it has no polygon with an area"
+                              + (f" once its invalid polygons are repaired ({repaired})" if repaired else "")
+                              + "; fix the polygon or give a bbox")
         if shapely.get_type_id(geom) not in (3, 6):
-            raise DomainError(f"the study area must be a polygon, got {shapely.get_type_id(geom)}")
+            raise DomainError("the study area must be a polygon or multipolygon, got a "
+                              f"{shapely.get_type_id(geom) and geom.geom_type}")
         if not shapely.is_valid(geom):
-            geom = shapely.make_valid(geom)
+            repaired = repaired or shapely.is_valid_reason(geom)
+            geom = shapely.union_all(_polygonal(shapely.make_valid(geom)))
+            if shapely.is_empty(geom) or geom.area <= 0:
+                raise DomainError(f"the study area polygon is invalid ({repaired}) and has no area once repaired; "
+                                  "fix the polygon")
+        if src.is_geographic:
+            b = geom.bounds
+            if not (-180 <= b[0] and b[2] <= 180 and -90 <= b[1] and b[3] <= 90):
+                raise DomainError(
+                    f"the study area's coordinates ({b[0]:.6g},{b[1]:.6g},{b[2]:.6g},{b[3]:.6g}) are not "
+                    f"longitude/latitude, but its CRS says {_crs_label(src)} (a GeoJSON file without a 'crs' member "
+                    "is read as EPSG:4326): reproject the file to EPSG:4326 or give it its true CRS")
         wcrs = working_crs_for(geom, src, working)
         poly = _project(geom, src, wcrs)
         if poly.is_empty or poly.area <= 0:
             raise DomainError("the study area has no area in the working CRS")
+        _check_distortion(geom, src, wcrs, chosen=working is None)
+        if repaired:
+            b = geom.bounds
+            warnings.warn(
+                f"the study area polygon was not valid ({repaired}) and was repaired; the area used is "
+                f"{poly.area / 1e6:,.6g} km² with bbox {b[0]:.6g},{b[1]:.6g},{b[2]:.6g},{b[3]:.6g} "
+                f"({_crs_label(src)}): check that this is the area you meant, or fix the polygon",
+                StudyAreaWarning, stacklevel=2)
         return cls(
             geometry=geom,
             source_crs=src,
             crs=wcrs,
             polygon=poly,
-            description=description,
+            description=description + (" (invalid polygon repaired)" if repaired else ""),
             bbox=tuple(float(v) for v in geom.bounds),
         )
 
@@ -243,11 +277,13 @@ def as_study_area(domain, *, domain_crs=None, working_crs=None) -> StudyArea:
     if isinstance(domain, (str, os.PathLike)):
         s = os.fspath(domain)
         parts = s.split(",")
-        if len(parts) == 4 and not os.path.exists(s):
+        if len(parts) > 1 and not os.path.exists(s):
             try:
                 nums = [float(p) for p in parts]
             except ValueError:
                 nums = None
+            if nums is not None and len(nums) != 4:
+                raise DomainError(f"a study-area bbox needs 4 numbers minx,miny,maxx,maxy, got {len(nums)}")
             if nums is not None:
                 return StudyArea.from_bbox(nums, crs, working_crs=working_crs)
         return StudyArea.from_file(s, working_crs=working_crs)
@@ -310,6 +346,49 @@ def working_crs_for(geom, src: CRS, working=None) -> CRS:
     return utm_crs_for(lon, lat)
 
 
+
+
+#: Largest relative area distortion accepted in a working CRS that dpgeo chose itself (a UTM zone).
+_MAX_AREA_DISTORTION = 0.10
+
+
+def _check_distortion(geom, src: CRS, wcrs: CRS, *, chosen: bool):
+    """Refuse a study area that the working CRS cannot represent: not projectable, or (UTM) too wide.
+
+    A UTM zone keeps areas within 0.1 % over its 6° of longitude; a study
+    area much wider than that gets cells whose ground size differs from the
+    asked one. Checked from the projection's areal scale along the outline.
+    """
+    b = geom.bounds
+    step = max(b[2] - b[0], b[3] - b[1]) / 64
+    xy = shapely.get_coordinates(shapely.segmentize(geom, step) if step > 0 else geom)
+    if not src.is_geographic:
+        lon, lat = Transformer.from_crs(src, "EPSG:4326", always_xy=True).transform(xy[:, 0], xy[:, 1])
+    else:
+        lon, lat = xy[:, 0], xy[:, 1]
+    with np.errstate(all="ignore"):
+        try:
+            scale = np.asarray(Proj(wcrs).get_factors(lon, lat, errcheck=False).areal_scale, dtype=float)
+        except Exception:  # a CRS without factors (rare): the projection check in _project is all there is
+            return
+    where = f"{b[0]:.6g},{b[1]:.6g},{b[2]:.6g},{b[3]:.6g} ({_crs_label(src)})"
+    if not np.isfinite(scale).all():
+        raise DomainError(
+            f"the study area ({where}) reaches beyond what the working CRS {_crs_label(wcrs)} can represent"
+            + (" (the UTM zone of its centre)" if chosen else "")
+            + "; give a smaller study area or a projected --crs that covers all of it")
+    worst = float(np.max(np.abs(scale / 0.9996**2 - 1))) if chosen else 0.0
+    if worst > _MAX_AREA_DISTORTION:
+        raise DomainError(
+            f"the study area ({where}) is too wide for {_crs_label(wcrs)}, the UTM zone of its centre (areas "
+            f"there are distorted by up to {worst:.0%}); give a projected --crs made for the whole area (a "
+            "national grid, or an equal-area CRS such as EPSG:6933) or a smaller study area")
+
+
+def _polygonal(geoms):
+    """Only the polygonal parts of (repaired) geometries: ``make_valid`` may add lines or points."""
+    parts = shapely.get_parts(np.atleast_1d(geoms))
+    return parts[np.isin(shapely.get_type_id(parts), (3, 6))]
 
 
 def _project(geom, src: CRS, dst: CRS):

@@ -16,6 +16,8 @@ The hierarchy is small on purpose::
     └── BudgetExceededError  a release would spend more than its dataset's total budget
 
     NotPrivateWarning      the result is *not* differentially private
+    BudgetWarning          something to know about the privacy-budget ledger
+    StudyAreaWarning       the study area was changed to be usable (an invalid polygon repaired)
 """
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "BudgetExceededError",
     "NotPrivateWarning",
     "BudgetWarning",
+    "StudyAreaWarning",
 ]
 
 
@@ -130,4 +133,13 @@ class BudgetWarning(UserWarning):
 
     For example: a release was recorded under the input's path because no
     dataset name was given. The command line prints it as a note.
+    """
+
+
+class StudyAreaWarning(UserWarning):
+    """The public study area was changed to make it usable.
+
+    For example: a self-intersecting polygon was repaired; the message says
+    what area (km²) and bounding box were used instead. The command line
+    prints it as one warning line.
     """

@@ -18,7 +18,7 @@ import re
 from .errors import InputError, OutputError, ParameterError
 
 __all__ = ["ENGINES", "OUTPUT_EXTENSIONS", "check_engine", "pick_engine", "output_driver", "is_csv", "is_parquet",
-           "short_error"]
+           "short_error", "input_error_text"]
 
 #: Accepted values of every ``engine=`` argument.
 ENGINES = ("auto", "pyogrio", "fiona")
@@ -143,3 +143,45 @@ def output_driver(path, driver=None) -> str:
 def short_error(exc) -> str:
     s = str(exc).strip().splitlines()
     return s[0] if s else type(exc).__name__
+
+
+_QUOTED = re.compile(r"""'[^']*'|"[^"]*"|`[^`]*`""")
+_FLOAT = re.compile(r"[-+]?(\d+\.\d*|\.\d+)([eE][-+]?\d+)?|[-+]?\d+[eE][-+]?\d+")
+_ONE_CHAR = re.compile(r"\((.)\)")
+
+
+def input_error_text(exc, *paths) -> str:
+    """The first line of a reading library's error about a *private* input, with no record value left in it.
+
+    pyarrow and GDAL quote what they could not parse: a field, a token, a
+    character. Quoted text (except the input's own path or file name),
+    decimal numbers and a character in parentheses are replaced by ``…``;
+    words, integers (sizes, line and column positions) and the message's
+    structure stay.
+
+    Examples
+    --------
+    >>> input_error_text(ValueError("At line 1, character 19: Unexpected character (J)"))
+    'At line 1, character 19: Unexpected character (…)'
+    >>> input_error_text(ValueError("'/d/a.csv': cannot parse 'Jane Doe' near -93.2614159"), "/d/a.csv")
+    "'/d/a.csv': cannot parse '…' near …"
+    """
+    text = short_error(exc)
+    keep = set()
+    for p in paths:
+        p = os.fspath(p)
+        keep |= {p, os.path.basename(p), os.path.abspath(p)}
+    keep = sorted((k for k in keep if k), key=len, reverse=True)
+    token = re.compile("|".join([re.escape(k) for k in keep] + [_QUOTED.pattern]))
+    out, pos = [], 0
+    for m in token.finditer(text):
+        out.append(_scrub(text[pos:m.start()]))
+        tok = m.group(0)
+        out.append(tok if tok in keep or tok[1:-1] in keep else tok[0] + "…" + tok[-1])
+        pos = m.end()
+    out.append(_scrub(text[pos:]))
+    return "".join(out)
+
+
+def _scrub(text):
+    return _ONE_CHAR.sub("(…)", _FLOAT.sub("…", text))

@@ -101,7 +101,7 @@ def test_plain_parquet_with_x_y_needs_a_crs_not_a_geometry(tmp_path, lonlat):
 
 def test_x_y_on_a_vector_layer(tmp_path):
     msg = refused(tmp_path, SAMPLE_POINTS, "--x", "lon", "--y", "lat")
-    assert "coordinate columns of a table" in msg
+    assert "coordinate columns of a CSV or Parquet table" in msg
 
 
 def test_bom_is_accepted(tmp_path, lonlat):

@@ -7,6 +7,7 @@ traceback), 1 unexpected failure. Output files are written atomically.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import contextlib
 import json
@@ -35,7 +36,7 @@ examples:
       --domain=-74.26,40.49,-73.69,40.92
 
   # preview the noise (spends no budget, reads no data)
-  dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.05
+  dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.06
 """
 
 
@@ -405,6 +406,9 @@ def _prepare_run(args, check=None):
     domain = resolve_domain(args)
     if check is not None:
         check(domain)
+    owner_log = logging.getLogger("dpgeo.owner")
+    if not args.quiet and not owner_log.handlers:  # report_run prints the owner's warnings, once
+        owner_log.addHandler(logging.NullHandler())
     prog = _Progress(args.quiet)
     # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
     table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
@@ -694,6 +698,9 @@ def _main(argv=None) -> int:
             warnings.simplefilter("always", BudgetWarning)
             try:
                 return args.func(args)
+            except DpgeoError:
+                del caught[:]  # a refusal is one line: the notes and warnings of a refused run are moot
+                raise
             finally:
                 _print_warnings(caught)
     except DpgeoError as exc:

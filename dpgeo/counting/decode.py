@@ -185,11 +185,21 @@ def looks_like_data(name) -> bool:
     return s.strip() == "" or bool(_NUMBER.match(s)) or bool(_DATE.match(s)) or s.lower() in ("nan", "null")
 
 
+#: A name that may well be a value (a first row of data read as the header): words with spaces, an e-mail,
+#: an identifier mixing letters, digits and dashes.
+_VALUEISH = re.compile(r"\w\s+\w|@|[A-Za-z].*\d.*[-/]|[-/].*\d")
+
+
 def column_list(names, limit=12) -> str:
-    """Names for a message, or only their number when some of them look like values of a record."""
+    """Names for a message, or only their number when some of them may be values of a record.
+
+    A file without a header row has a record where its column names should
+    be; a name that looks like a number, a date, words with spaces or an
+    identifier is then not shown.
+    """
     names = list(names)
-    if any(looks_like_data(n) for n in names):
-        return f"{len(names)} columns"
+    if any(looks_like_data(n) or _VALUEISH.search(str(n)) for n in names):
+        return f"{len(names)} column{'' if len(names) == 1 else 's'}"
     more = f", ... ({len(names)} in all)" if len(names) > limit else ""
     return "columns: " + ", ".join(map(str, names[:limit])) + more
 
@@ -199,9 +209,9 @@ def check_header(names, what):
     names = list(names)
     n_data = sum(looks_like_data(n) for n in names)
     if n_data and n_data * 2 >= len(names):
-        raise InputError(
-            f"the first row of {what} looks like data, not column names ({n_data} of {len(names)} fields are "
-            "numbers, dates or empty): add a header row naming the columns (e.g. lon,lat)"
+        raise InputError(  # no count of its numbers: the row is a record, and a service shows this message
+            f"the first row of {what} looks like data, not column names (numbers, dates or empty fields): "
+            "add a header row naming the columns (e.g. lon,lat)"
         )
 
 
@@ -234,6 +244,8 @@ def pick_columns(names, xcol, ycol, person, input_crs, what):
         for c in (xcol, ycol):
             if c not in counts:
                 raise InputError(f"column {c!r} is not in {what} ({column_list(names)})")
+        if xcol.lower().strip() in LON_NAMES and ycol.lower().strip() in LAT_NAMES:
+            assumed = "EPSG:4326"  # named longitude/latitude: the same assumption as when found by name
     if person is not None and person not in counts:
         raise InputError(f"person column {person!r} is not in {what} ({column_list(names)})")
     dup = sorted({c for c in (xcol, ycol, person) if c is not None and counts.get(c, 0) > 1})

@@ -131,8 +131,9 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
         if any(is_csv(f) or is_parquet(f) for f in files):
             raise InputError(f"{label!r} mixes table files (CSV/Parquet) with other files; give one kind")
         if x is not None or y is not None:
-            raise InputError("--x/--y name the coordinate columns of a table (CSV or Parquet); "
-                             f"{os.path.basename(files[0])} is a vector layer with geometries")
+            raise InputError(f"--x/--y name the coordinate columns of a CSV or Parquet table, and "
+                             f"{os.path.basename(files[0])} is neither: its points are read from its geometry "
+                             "column (drop --x/--y, or save the table as CSV or Parquet)")
         eng = pick_engine(engine, needed=True, write=False)
         from .layers import FionaSource, GdalSource
 

@@ -14,7 +14,7 @@ import os
 import warnings
 
 from ..errors import InputError
-from ..formats import short_error
+from ..formats import input_error_text
 from .decode import column_list, declared_geometry_check, decode_geojson, decode_wkb, finish_batch, person_from_arrow
 from .decode import resolve_crs
 from .sources import DEFAULT_BATCH_ROWS, PointSource
@@ -30,7 +30,7 @@ def _layers(path):
             warnings.simplefilter("ignore")
             return [str(n) for n in pyogrio.list_layers(path)[:, 0]]
     except Exception as exc:
-        raise InputError(f"cannot read {path!r} as a vector layer: {short_error(exc)}") from None
+        raise InputError(f"cannot read {path!r} as a vector layer: {input_error_text(exc, path)}") from None
 
 
 def _pick_layer(path, layer):
@@ -76,7 +76,7 @@ class GdalSource(PointSource):
                     warnings.simplefilter("ignore")
                     info = pyogrio.read_info(f, layer=layer)
             except Exception as exc:
-                raise InputError(f"cannot read {f!r} as a vector layer: {short_error(exc)}") from None
+                raise InputError(f"cannot read {f!r} as a vector layer: {input_error_text(exc, f)}") from None
             name = os.path.basename(f)
             if info.get("geometry_type") in (None, "None") and not info.get("geometry_name"):
                 raise InputError(f"{name} has no geometry column; for a table of coordinates use CSV or Parquet "
@@ -128,7 +128,7 @@ class GdalSource(PointSource):
                 raise
             except Exception as exc:
                 raise InputError(f"cannot read {os.path.basename(f)!r} as a vector layer: "
-                                 f"{short_error(exc)}") from None
+                                 f"{input_error_text(exc, f)}") from None
 
     def _batch(self, rb, gcol):
         n = rb.num_rows
@@ -187,7 +187,7 @@ class FionaSource(PointSource):
         try:
             layers = fiona.listlayers(path)
         except Exception as exc:
-            raise InputError(f"cannot read {path!r} as a vector layer: {short_error(exc)}") from None
+            raise InputError(f"cannot read {path!r} as a vector layer: {input_error_text(exc, path)}") from None
         layer = self._layer
         if layer is None and len(layers) > 1:
             raise InputError(f"{name} has {len(layers)} layers ({', '.join(layers[:10])}); choose one with "
@@ -201,7 +201,7 @@ class FionaSource(PointSource):
                 gtype = src.schema.get("geometry")
                 crs = src.crs_wkt or None
         except Exception as exc:
-            raise InputError(f"cannot read {path!r} as a vector layer: {short_error(exc)}") from None
+            raise InputError(f"cannot read {path!r} as a vector layer: {input_error_text(exc, path)}") from None
         if gtype in (None, "None"):
             raise InputError(f"{name} has no geometry column; for a table of coordinates use CSV or Parquet "
                              "with --x/--y")
@@ -235,7 +235,7 @@ class FionaSource(PointSource):
             except InputError:
                 raise
             except Exception as exc:
-                raise InputError(f"cannot read {f!r} as a vector layer: {short_error(exc)}") from None
+                raise InputError(f"cannot read {f!r} as a vector layer: {input_error_text(exc, f)}") from None
 
     def _batch(self, geoms, pers):
         x, y, valid, drops, kinds = decode_geojson(geoms)

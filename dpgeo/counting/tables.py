@@ -24,7 +24,7 @@ import re
 import numpy as np
 
 from ..errors import InputError
-from ..formats import short_error
+from ..formats import input_error_text
 from .decode import (
     PointBatch,
     column_list,
@@ -75,7 +75,7 @@ class ParquetSource(PointSource):
         try:
             pf = pq.ParquetFile(self.files[0])
         except Exception as exc:
-            raise InputError(f"cannot read {what!r} as Parquet: {short_error(exc)}") from None
+            raise InputError(f"cannot read {what!r} as Parquet: {input_error_text(exc, *self.files)}") from None
         schema = pf.schema_arrow
         names = list(schema.names)
         hive = _hive_keys(self.files[0], self.label)
@@ -131,7 +131,8 @@ class ParquetSource(PointSource):
             try:
                 pf = pq.ParquetFile(f)
             except Exception as exc:
-                raise InputError(f"cannot read {os.path.basename(f)!r} as Parquet: {short_error(exc)}") from None
+                raise InputError(f"cannot read {os.path.basename(f)!r} as Parquet: "
+                                 f"{input_error_text(exc, f)}") from None
             names = pf.schema_arrow.names
             hive = _hive_keys(f, self.label)
             wanted = self._columns()
@@ -148,7 +149,7 @@ class ParquetSource(PointSource):
             except InputError:
                 raise
             except Exception as exc:
-                raise InputError(f"cannot read {os.path.basename(f)!r}: {short_error(exc)}") from None
+                raise InputError(f"cannot read {os.path.basename(f)!r}: {input_error_text(exc, f)}") from None
 
     def _batch(self, rb, hive) -> PointBatch:
         import pyarrow as pa
@@ -321,7 +322,7 @@ def _csv_header(path, what):
     try:
         raw = stream.read(1 << 16)
     except Exception as exc:
-        raise InputError(f"cannot read {what!r} as CSV: {short_error(exc)}") from None
+        raise InputError(f"cannot read {what!r} as CSV: {input_error_text(exc, path)}") from None
     finally:
         stream.close()
     try:
@@ -343,7 +344,7 @@ def _csv_header(path, what):
 
 def _csv_error(exc, path):
     """An error of the CSV parser, without the record it quotes."""
-    msg = short_error(exc)
+    msg = input_error_text(exc, path)
     m = re.search(r"Expected (\d+) columns, got (\d+)", msg)
     if m:
         return (f"{os.path.basename(path)}: a row has {m.group(2)} fields where the header has {m.group(1)}; "

@@ -125,3 +125,38 @@ def test_toolbar_shows_the_fix_when_dpgeo_is_missing(plugin, processing_module, 
     monkeypatch.setattr(processing_module, "execAlgorithmDialog", lambda *a, **k: opened.append(a))
     plugin.toolbar_action.trigger()
     assert shown == ["run these commands"] and not opened
+
+
+def test_an_editable_install_in_the_venv_is_found(tmp_path):
+    """The real editable install of this checkout (`pip install -e`, as dev/setup makes it) is imported.
+
+    setuptools' editable installs are a ``.pth`` file with an ``import`` line that installs a finder;
+    only ``site.addsitedir`` runs it. QGIS's own Python (not the venv's) must then import dpgeo from
+    this checkout.
+    """
+    import glob
+    import os
+    import subprocess
+
+    sp = [p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix)]
+    if sys.prefix == sys.base_prefix or not sp or not glob.glob(os.path.join(sp[0], "__editable__*dpgeo*.pth")):
+        pytest.skip("the tests do not run in a venv with an editable dpgeo (dev/setup makes one)")
+    qgis_python = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    deps_py = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "qgis_plugin", "dpgeo_qgis", "deps.py")
+    code = (
+        "import importlib.util, sys\n"
+        "try:\n    import dpgeo\n    print('BEFORE', dpgeo.__file__)\nexcept ImportError:\n    pass\n"
+        f"spec = importlib.util.spec_from_file_location('deps', {deps_py!r})\n"
+        "deps = importlib.util.module_from_spec(spec); spec.loader.exec_module(deps)\n"
+        f"print(deps.add_venv({sys.prefix!r}))\n"
+        "import dpgeo\nprint('AFTER', dpgeo.__file__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    p = subprocess.run([qgis_python, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "BEFORE" not in p.stdout, p.stdout  # not importable without the venv...
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    after = p.stdout.split("AFTER", 1)[1].strip()
+    assert after.startswith(os.path.join(checkout, "dpgeo")), p.stdout  # ...and from this checkout with it
