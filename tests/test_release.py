@@ -47,7 +47,7 @@ def test_api_release_is_charged_once_and_recorded(ledger):
 
 def test_api_refusal_reads_no_data(ledger, monkeypatch):
     ledger.set_total("clinic", 0.4)
-    import dpgeo.pipeline as pl
+    import dpgeo.pipeline.dbscan as pl  # where dbscan_spans binds count_points
 
     def no_read(*a, **k):
         raise AssertionError("private data was read")
@@ -67,7 +67,7 @@ def test_owner_data_error_before_noise_cancels_the_charge(ledger):
 
 
 def test_failure_after_noise_stays_charged(ledger, monkeypatch):
-    import dpgeo.pipeline as pl
+    import dpgeo.pipeline.dbscan as pl  # where dbscan_spans binds cluster_polygons
 
     def broken(*a, **k):
         raise RuntimeError("polygons failed")
