@@ -1,0 +1,145 @@
+"""One private run on the command line: checks before reading, progress lines, the report after."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+from ..errors import BudgetWarning, NotPrivateWarning
+from .args import _domain_engine
+from .outputs import budget_line, check_out_crs, check_output_paths
+
+
+class _Progress:
+    """Stage lines on stderr; while a long input is read, one line that updates (a new line every 10 s when
+    stderr is not a terminal)."""
+
+    def __init__(self, quiet):
+        self.quiet = quiet
+        self.t0 = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+        self.open_line = False
+        self.last = -1e9
+
+    def __call__(self, frac, msg):
+        if self.quiet:
+            return
+        now = time.perf_counter()
+        line = f"[{frac * 100:3.0f}%] {msg}  ({now - self.t0:.1f} s)"
+        if msg.startswith(("read ", "counted ")):  # a reading update
+            if self.tty:
+                print("\r" + line + "\033[K", end="", file=sys.stderr, flush=True)
+                self.open_line = True
+            elif now - self.last >= 10:
+                print(line, file=sys.stderr, flush=True)
+                self.last = now
+            return
+        if self.open_line:
+            print(file=sys.stderr)
+            self.open_line = False
+        print(line, file=sys.stderr)
+
+
+def resolve_domain(args):
+    """The public study area from --domain/--domain-crs/--crs (None with --domain-from-data)."""
+    from ..domain import as_study_area
+    from ..errors import DomainError
+
+    if getattr(args, "domain_from_data", False):
+        if args.domain is not None:
+            raise DomainError("give either --domain or --domain-from-data, not both")
+        return None
+    with _domain_engine(getattr(args, "engine", "auto")):
+        return as_study_area(args.domain, domain_crs=args.domain_crs, working_crs=args.crs)
+
+
+def _prepare_run(args, check=None):
+    """Check the outputs and the public study area; describe the (private) input without reading it.
+
+    ``check(area)`` checks the command's parameters against the study area (None with --domain-from-data),
+    e.g. the grid and the memory of the run, before the input is opened.
+    """
+    from ..counting.inputs import PointFile
+    from ..errors import DataError
+    from ..formats import check_engine
+    from ..pipeline import _contribution
+    from ..randomness import check_seed
+    from ..resources import max_memory_bytes
+
+    _contribution(args.person, args.max_points_per_person, args.max_points_per_record)
+    check_seed(args.seed)
+    args.max_memory = max_memory_bytes(args.max_memory)
+    if args.engine == "dask":  # count with Dask; files are read with the default GDAL binding
+        args.engine = "auto"
+        args.scheduler = args.scheduler or "local"
+    check_output_paths(args.output, args)
+    check_out_crs(args.output, args.out_crs)
+    for out in args.output:
+        check_engine(args.engine, read=args.input, write=out)
+    if args.scheduler is not None:
+        from ..counting.dask import _local_workers, _need_dask
+
+        _local_workers(args.scheduler)
+        _need_dask()
+    domain = resolve_domain(args)
+    if check is not None:
+        check(domain)
+    owner_log = logging.getLogger("dpgeo.owner")
+    if not args.quiet and not owner_log.handlers:  # report_run prints the owner's warnings, once
+        owner_log.addHandler(logging.NullHandler())
+    prog = _Progress(args.quiet)
+    # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
+    table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
+                      person=args.person, engine=args.engine)
+    try:  # the input's structure (files, layer, columns, CRS) is checked now; no record is read
+        table.open()
+    except DataError:  # a condition of the data itself: the counting step decides (owner or unattended)
+        pass
+    return prog, domain, table
+
+
+def report_run(res, args, paths):
+    """Print the local diagnostics and what was written (stderr)."""
+    if args.quiet:
+        return
+    from ..counting.decode import describe_drops
+
+    d = res.diagnostics
+    for w in d.get("owner_warnings", []):
+        print(f"warning (about your private data; exact, do not publish): {w}", file=sys.stderr)
+    why = describe_drops(d.get("dropped_by_reason") or {})
+    print(
+        f"input: {d.get('n_read') or 0:,} records read, {d.get('n_dropped_invalid') or 0:,} dropped"
+        + (f" ({why})" if d.get("n_dropped_invalid") else "")
+        + f", {d.get('n_outside_domain', 0):,} outside the study area, {d.get('n_used', 0):,} used."
+        + (f"\n       {d['n_dropped_by_person_cap']:,} points dropped by the per-person cap."
+           if "n_dropped_by_person_cap" in d else "")
+        + "\n       (these counts describe your private data: do not publish them)",
+        file=sys.stderr,
+    )
+    md = res.metadata
+    eps = "n/a" if md.get("epsilon") is None else f"{md['epsilon']:g}"
+    print(f"wrote {', '.join(map(str, paths))}: {len(res.layer)} clusters; epsilon={eps}; "
+          f"differentially_private={str(md['differentially_private']).lower()}", file=sys.stderr)
+    if not md["differentially_private"]:
+        print("WARNING: NOT differentially private: " + "; ".join(md["not_private_reasons"]), file=sys.stderr)
+    line = budget_line(md)
+    if line:
+        print(line, file=sys.stderr)
+
+
+def _print_warnings(caught):
+    """Warnings raised during a command, one line each (budget notes first)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for w in caught:
+        if issubclass(w.category, NotPrivateWarning):
+            continue
+        if not issubclass(w.category, BudgetWarning) and not os.path.abspath(w.filename).startswith(package):
+            continue  # a library's own warning text is not for dpgeo's users
+        kind = "note" if issubclass(w.category, BudgetWarning) else "warning"
+        print(f"dpgeo: {kind}: {w.message}", file=sys.stderr)
+
+
+#: A value that starts with '-' but is a list of numbers (a bbox such as -93.3,44.9,-93.2,45.0), not an option.
