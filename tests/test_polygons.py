@@ -53,3 +53,22 @@ def test_polygons_clipped_to_a_non_rectangular_study_area():
     assert len(layer) == 1
     assert math.isclose(layer.geometry.iloc[0].area, tri.area, rel_tol=1e-9)
     assert math.isclose(layer.area_m2.iloc[0], tri.area, rel_tol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 24), st.integers(1, 24), st.floats(0.05, 0.95))
+def test_union_of_cells_is_valid_and_covers_exactly_the_cells(seed, nx, ny, fill):
+    """Any set of grid cells (holes, corner-touching parts, islands in holes): a valid (Multi)Polygon whose
+    point set is exactly the union of the cells' squares."""
+    from dpgeo.polygons import _union_cells
+
+    rng = np.random.default_rng(seed)
+    mask = rng.random((ny, nx)) < fill
+    mask[rng.integers(ny), rng.integers(nx)] = True
+    iy, ix = np.nonzero(mask)
+    ix, iy = ix + 1000, iy - 50  # anywhere on the grid
+    g = _union_cells(ix, iy)
+    assert shapely.is_valid(g), shapely.is_valid_reason(g)
+    assert g.area == mask.sum()
+    reference = shapely.union_all(shapely.box(ix, iy, ix + 1, iy + 1))
+    assert shapely.equals(g, reference)
