@@ -255,3 +255,25 @@ def test_utility_cluto_t4_grown_beats_core():
     core = _mean_ari(x, y, lab, 9, 11, dom, seeds=5, extent="core")
     grown = _mean_ari(x, y, lab, 9, 11, dom, seeds=5)
     assert core < 0.6 and grown > 0.8
+
+
+@pytest.mark.parametrize("fill", [0.02, 0.9])
+def test_core_cells_of_a_sparse_histogram_with_few_or_nearly_all_cells_as_seeds(fill):
+    """Candidates around seeds (few seeds) and the whole grid's sums (nearly every cell a seed, a billion
+    points over a city) give the same core cells and sums."""
+    from dpgeo.histogram import NoisyHistogram
+
+    area = StudyArea.from_bbox((0, 0, 2000, 1500), BENCH_CRS, working_crs=BENCH_CRS)
+    g = Grid(area, 10.0)
+    rng = np.random.default_rng(3)
+    ids = np.flatnonzero(rng.random(g.n_cells) < fill)
+    counts = rng.integers(1, 40, ids.size)
+    offs = neighbourhood_offsets(1.0)
+    sparse = NoisyHistogram(g, "sparse", ids, counts, 1.0, 1.0, 0.5, theta=5)
+    dense_counts = np.zeros(g.n_cells, dtype=np.int64)
+    dense_counts[ids] = counts
+    dense = NoisyHistogram(g, "dense", np.arange(g.n_cells), dense_counts, 1.0, 1.0, 0.5)
+    for threshold in (30, 150, 400):
+        a_ids, a_sums = core_cells(sparse, offs, threshold, return_sums=True)
+        b_ids, b_sums = core_cells(dense, offs, threshold, return_sums=True)
+        assert a_ids.tolist() == b_ids.tolist() and a_sums.tolist() == b_sums.tolist()

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
+from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from ..errors import ParameterError
@@ -162,16 +162,22 @@ def core_cells(hist: NoisyHistogram, offsets: np.ndarray, threshold: float, *, r
     With ``return_sums=True`` also returns their noisy NB-sums (int64).
     """
     g = hist.grid
-    if hist.kind == "dense":
+    kappa = len(offsets)
+    # A cell can only reach the threshold if some released cell in its
+    # neighbourhood holds at least threshold/κ: in a sparse histogram only
+    # the neighbourhoods of those seeds are candidates.
+    seeds = None
+    if hist.kind != "dense":
+        need = max(1, int(math.ceil(threshold / kappa)))
+        seeds = hist.cell_id[hist.count >= need]
+    # Candidate lists cost about 16·κ bytes per seed, the whole grid's sums 24 bytes per cell: when
+    # nearly every cell is a seed (a billion points over a city), summing the whole grid is smaller and
+    # faster, and gives the same cells (a cell without a seed in reach cannot pass).
+    if seeds is None or (threshold > 0 and seeds.size * kappa * 16 > g.nx * g.ny * 24):
         sums = neighbourhood_sums(hist, offsets).ravel()
         ids = np.flatnonzero(sums >= threshold)
         sums = sums[ids]
     else:
-        # A cell can only reach the threshold if some released cell in its
-        # neighbourhood holds at least threshold/κ; only those seed candidates.
-        kappa = len(offsets)
-        need = max(1, int(math.ceil(threshold / kappa)))
-        seeds = hist.cell_id[hist.count >= need]
         if seeds.size == 0:
             empty = np.zeros(0, dtype=np.int64)
             return (empty, empty.copy()) if return_sums else empty
@@ -190,11 +196,11 @@ def core_cells(hist: NoisyHistogram, offsets: np.ndarray, threshold: float, *, r
     return (ids, sums) if return_sums else ids
 
 
-def _pairs(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
-    """Index pairs ``(i, j)`` of ``cells`` (sorted ids) closer than α, each pair once, and their offsets' lengths."""
+def _offset_pairs(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
+    """For each NB offset ``(dx, dy)`` after ``(0, 0)`` (each unordered pair once), the index pairs ``(i, j)``
+    of ``cells`` (sorted ids) that it joins, as int32, and the offset's length in cell widths."""
     n = cells.size
     ix, iy = grid.cell_xy(cells)
-    rows, cols, lens = [], [], []
     for dx, dy in offsets.tolist():
         if (dy, dx) <= (0, 0):  # each unordered pair once; skip self
             continue
@@ -202,35 +208,58 @@ def _pairs(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
         ok = (jx >= 0) & (jx < grid.nx) & (jy >= 0) & (jy < grid.ny)
         src = np.flatnonzero(ok)
         nid = jy[ok] * grid.nx + jx[ok]
+        del jx, jy, ok
         pos = np.minimum(np.searchsorted(cells, nid), n - 1)
         hit = cells[pos] == nid
-        rows.append(src[hit])
-        cols.append(pos[hit])
-        lens.append(np.full(int(hit.sum()), math.hypot(dx, dy)))
+        yield src[hit].astype(np.int32), pos[hit].astype(np.int32), math.hypot(dx, dy)
+
+
+def _pairs(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
+    """Index pairs ``(i, j)`` of ``cells`` (sorted ids) closer than α, each pair once (int32), and their lengths.
+
+    int32 indices (|cells| < 2³¹): at a billion points nearly every cell of a city's grid is a candidate, and
+    these lists are the largest arrays of the mechanism.
+    """
+    rows, cols, lens = [], [], []
+    for r, c, length in _offset_pairs(grid, cells, offsets):
+        rows.append(r)
+        cols.append(c)
+        lens.append((r.size, length))
     if not rows:
-        z = np.zeros(0, dtype=np.int64)
+        z = np.zeros(0, dtype=np.int32)
         return z, z.copy(), np.zeros(0)
-    return np.concatenate(rows), np.concatenate(cols), np.concatenate(lens)
+    rows = np.concatenate(rows)  # (each list is let go once joined: one copy at a time)
+    cols = np.concatenate(cols)
+    return rows, cols, np.repeat([length for _, length in lens], [size for size, _ in lens])
 
 
 def merge_cells(grid: Grid, cells: np.ndarray, offsets: np.ndarray):
     """Connected components of ``cells`` joined when closer than α (NB offsets).
 
-    O(|cells|·κ) time and memory. Returns int labels 1..k in the order of
-    ``cells`` (sorted ids), numbered by first appearance.
+    O(|cells|·κ) time, O(|cells|) memory: the components are merged one offset at a time, so only one
+    offset's pairs exist at once. Returns int labels 1..k in the order of ``cells`` (sorted ids), numbered
+    by first appearance.
     """
     n = cells.size
     if n == 0:
         return np.zeros(0, dtype=np.int64), 0
-    r, c, _ = _pairs(grid, cells, offsets)
-    adj = coo_matrix((np.ones(r.size, dtype=np.int8), (r, c)), shape=(n, n))
-    k, lab = connected_components(adj, directed=False)
+    lab = np.arange(n, dtype=np.int64)  # a component id per cell (any representative)
+    for r, c, _ in _offset_pairs(grid, cells, offsets):
+        a, b = lab[r], lab[c]
+        join = a != b
+        if not join.any():
+            continue
+        a, b = a[join], b[join]
+        adj = coo_matrix((np.ones(a.size, dtype=np.int8), (a, b)), shape=(n, n))
+        _, comp = connected_components(adj, directed=False)
+        lab = comp[lab]
     # renumber by first appearance so labels are stable and start at 1
-    _, first = np.unique(lab, return_index=True)
+    _, first, lab = np.unique(lab, return_index=True, return_inverse=True)
+    k = first.size
     order = np.argsort(first)
     remap = np.empty(k, dtype=np.int64)
-    remap[lab[first[order]]] = np.arange(1, k + 1)
-    return remap[lab], int(k)
+    remap[order] = np.arange(1, k + 1)
+    return remap[lab.ravel()], int(k)
 
 
 def grow_spans(grid: Grid, cells: np.ndarray, seed: np.ndarray, seed_label: np.ndarray, offsets: np.ndarray):
@@ -278,7 +307,8 @@ def grow_spans(grid: Grid, cells: np.ndarray, seed: np.ndarray, seed_label: np.n
     spos = np.flatnonzero(seed)
     out[spos] = seed_label
     r, c, lens = _pairs(grid, cells, offsets)
-    graph = coo_matrix((lens, (r, c)), shape=(n, n)).tocsr()
+    graph = csr_matrix((lens, (r, c)), shape=(n, n))
+    del r, c, lens  # the graph holds the pairs now (the largest arrays of a dense run)
     _, _, source = dijkstra(graph, directed=False, indices=spos, return_predecessors=True, min_only=True)
     reached = source >= 0
     out[reached] = out[source[reached]]
