@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import CHROMIUM, CHROMIUM_ARGS, browser_missing  # noqa: F401 (the one Chromium set-up)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_POINTS = ROOT / "sample_layers" / "minneapolis_police_stops_2017.gpkg"
@@ -190,22 +191,6 @@ def qgis_missing():
                        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"))
     if r.returncode != 0:
         return "QGIS's Python bindings are not installed (Debian: apt-get install python3-qgis)"
-    return None
-
-
-CHROMIUM = Path(os.environ.get("DPGEO_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
-
-
-def browser_missing():
-    """Why the browser tests cannot run here, or None."""
-    if not CHROMIUM.exists():
-        return f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium; or set DPGEO_CHROMIUM)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed (pip install dpgeo[test])"
     return None
 
 
