@@ -54,11 +54,10 @@ def svc(tmp_path_factory):
                     **common},
             "gone": {"path": "gone.gpkg", "total_epsilon": 2.0, **common},
             "shared": {"path": "stops.gpkg", "total_epsilon": 1.5, **common},
-            "queue": {"path": "stops.gpkg", "total_epsilon": 10.0, **common},
         },
         analysts={"alice": (TOKENS["alice"], ["stops", "small", "empty", "odd", "gone", "shared"]),
                   "bob": (TOKENS["bob"], ["secret", "small"]), "carol": (TOKENS["carol"], ["small"]),
-                  "rl": (TOKENS["rl"], ["stops"]), "eve": (TOKENS["eve"], []), "dan": (TOKENS["dan"], ["queue"])},
+                  "rl": (TOKENS["rl"], ["stops"]), "eve": (TOKENS["eve"], [])},
     )
     holder = {"server": Server(config, d), "dir": d, "config": config}
     yield holder
@@ -368,18 +367,35 @@ def test_the_command_line_and_the_service_share_one_budget_under_concurrency(svc
     assert b.spent_epsilon == Fraction(3, 2) and b.n_charged == 6
 
 
-def test_concurrent_executions_never_queue_more_jobs_than_an_analyst_may_have(svc):
-    # max_jobs_per_analyst is 4 (the default): of ten simultaneous asynchronous releases by one analyst, at most
-    # four are queued; the others are refused with 429 while those four are queued or running
-    with concurrent.futures.ThreadPoolExecutor(10) as pool:
-        rs = list(pool.map(lambda _: client(svc, "dan").execute(
-            "dp-dbscan-spans", dict(SPANS, dataset="queue", epsilon=0.1), asynchronous=True), range(10)))
-    accepted = [r for r in rs if r.status_code == 201]
-    refused = [is_problem(r, 429) for r in rs if r.status_code != 201]
-    assert 1 <= len(accepted) <= 4 and len(accepted) + len(refused) == 10
-    assert all(doc["detail"].startswith("you have 4 jobs") for doc in refused), [d["detail"] for d in refused]
-    for r in accepted:
-        assert wait_job(client(svc, "dan"), r.headers["location"])["status"] == "successful"
+def test_concurrent_executions_never_queue_more_jobs_than_an_analyst_may_have(tmp_path):
+    # max_jobs_per_analyst is 4 (the default): of ten simultaneous asynchronous releases by one analyst, exactly
+    # four are queued and six refused with 429. A job holds its place until it is answered, and min_job_seconds
+    # keeps every job unanswered for 8 s, far longer than ten requests take, so no place frees up while they
+    # arrive (without it a job can finish between two requests, and a fifth would rightly be let in).
+    make_points(tmp_path / "stops.gpkg")
+    config = write_config(tmp_path, server={"workers": 1, "min_job_seconds": 8, "executions_per_minute": 60},
+                          datasets={"queue": {"path": "stops.gpkg", "total_epsilon": 10.0, "study_area": AREA_TEXT,
+                                              "layer": "points"}},
+                          analysts={"dan": (TOKENS["dan"], ["queue"])})
+    server = Server(config, tmp_path)
+    try:
+        def dan():
+            return Client(server.url, TOKENS["dan"])
+
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            rs = list(pool.map(lambda _: dan().execute(
+                "dp-dbscan-spans", dict(SPANS, dataset="queue", epsilon=0.1), asynchronous=True), range(10)))
+        accepted = [r for r in rs if r.status_code == 201]
+        refused = [is_problem(r, 429) for r in rs if r.status_code != 201]
+        assert len(accepted) == 4 and len(refused) == 6, [(r.status_code, r.text[:200]) for r in rs]
+        assert all(doc["detail"].startswith("you have 4 jobs") for doc in refused), [d["detail"] for d in refused]
+        for r in accepted:
+            assert wait_job(dan(), r.headers["location"])["status"] == "successful"
+        # once they are answered, the places are free again
+        assert dan().execute("dp-dbscan-spans", dict(SPANS, dataset="queue", epsilon=0.1),
+                           asynchronous=True).status_code == 201
+    finally:
+        server.stop()
 
 
 def test_private_releases_are_seen_only_by_analysts_granted_the_dataset(svc):
