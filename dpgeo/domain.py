@@ -107,6 +107,9 @@ class StudyArea:
         path = os.fspath(path)
         if not os.path.exists(path):
             raise DomainError(f"domain file {path!r} does not exist")
+        if not os.path.isdir(path) and not os.path.isfile(path):  # a named pipe would block until written to
+            raise DomainError(f"domain file {path!r} is not a regular file (a named pipe or a device): save the "
+                              "study area to a file (e.g. area.geojson) and give that")
         if os.path.isdir(path) and not path.rstrip("/\\").lower().endswith(".gdb"):
             raise DomainError(f"--domain {path!r} is a folder; give a polygon file (e.g. area.geojson) or a bbox")
         try:

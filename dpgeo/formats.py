@@ -62,6 +62,35 @@ def _needs_gdal_to_read(path) -> bool:
     return not (is_csv(path) or is_parquet(path))
 
 
+def special_file_kind(path) -> str | None:
+    """What ``path`` is when it exists but is not a regular file or a folder ("a named pipe", ...), else None.
+
+    Checked with ``stat`` before anything opens the path: opening a named
+    pipe blocks until someone writes to it, and dpgeo reads an input more
+    than once (to check it, then to count), which a pipe cannot do.
+
+    Examples
+    --------
+    >>> special_file_kind("/dev/null")
+    'a device'
+    >>> special_file_kind(".") is None
+    True
+    """
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
+
+
 def is_csv(path) -> bool:
     return re.search(r"\.(csv|tsv|txt)(\.gz|\.bz2|\.zip|\.xz)?$", os.fspath(path).lower()) is not None
 

@@ -228,6 +228,21 @@ def test_ragged_rows_are_dropped_and_counted_without_their_values(data, tmp_path
     assert "6 records read" in msg
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this system")
+@pytest.mark.parametrize("where", ["input", "study area", "info", "export"])
+def test_named_pipe_is_refused_without_waiting_for_a_writer(where, data, tmp_path_factory, tmp_path, env):
+    # opening a pipe blocks until someone writes; dpgeo must say what to do from stat alone (and reads an
+    # input twice, which a pipe cannot give). The pipe sits outside the watched folders: reading it would block.
+    pipe = tmp_path_factory.mktemp("pipe") / ("area.geojson" if where == "study area" else "stops.geojson")
+    os.mkfifo(pipe)
+    if where in ("input", "study area"):
+        args = run("spans", data, tmp_path, env, str(data / "good.csv") if where == "study area" else str(pipe),
+                   domain=str(pipe) if where == "study area" else AREA)
+    else:
+        args = ["info", pipe] if where == "info" else ["export", pipe, "-o", "out.geojson"]
+    refused(args, cwd=tmp_path, folders=(data,), must_mention=["named pipe"], env=env, timeout=60)
+
+
 # -- study areas: refused --------------------------------------------------------------------------------------
 
 AREA_CASES = {

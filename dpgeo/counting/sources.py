@@ -152,6 +152,12 @@ def expand_paths(path) -> tuple[list[str], str]:
         return files, p
     if not os.path.exists(p):
         raise InputError(f"input file {p!r} does not exist")
+    from ..formats import special_file_kind
+
+    kind = special_file_kind(p)
+    if kind:
+        raise InputError(f"input {p!r} is {kind}, not a file: dpgeo reads its input more than once (to check it, "
+                         "then to count it); save the data to a file and give that")
     return [p], p
 
 

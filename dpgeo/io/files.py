@@ -18,7 +18,7 @@ from pyproj import CRS
 
 from ..errors import InputError, OutputError
 from .._dates import today
-from ..formats import output_driver, pick_engine, short_error
+from ..formats import output_driver, pick_engine, short_error, special_file_kind
 from .atomic import _write_text, atomic_write
 from .geojson import METADATA_MEMBER, geojson_collection
 
@@ -223,6 +223,10 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
     pick_engine(engine, needed=False, write=False)  # a bad or missing engine is reported first
     if not os.path.exists(p):
         raise InputError(f"{p!r} does not exist")
+    kind = special_file_kind(p)
+    if kind:
+        raise InputError(f"{p!r} is {kind}, not a file written by dpgeo: give the .gpkg, .geojson, .html or .png "
+                         "itself")
     try:
         drv = output_driver(p)
     except OutputError:
