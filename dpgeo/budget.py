@@ -169,10 +169,10 @@ def format_exact(value) -> str:
     --------
     >>> format_exact(Fraction(3, 10)), format_exact(Fraction(2)), format_exact(Fraction(1, 3))
     ('0.3', '2', '1/3')
+    >>> format_exact(Fraction(10) ** 400), format_exact(Fraction(-15, 10 ** 31))
+    ('1e400', '-1.5e-30')
     """
     f = Fraction(value)
-    if f.denominator == 1:
-        return str(f.numerator)
     d, twos, fives = f.denominator, 0, 0
     while d % 2 == 0:
         d, twos = d // 2, twos + 1
@@ -180,9 +180,20 @@ def format_exact(value) -> str:
         d, fives = d // 5, fives + 1
     if d != 1 or max(twos, fives) > 400:
         return f"{f.numerator}/{f.denominator}"
-    digits = max(twos, fives)
-    s = f"{abs(f.numerator) * 10 ** digits // f.denominator:0{digits + 1}d}"
-    return ("-" if f < 0 else "") + (s[:-digits] + "." + s[-digits:]).rstrip("0").rstrip(".")
+    digits = max(twos, fives)  # f == n / 10**digits exactly
+    n = abs(f.numerator) * 10 ** digits // f.denominator
+    sign = "-" if f < 0 else ""
+    if digits == 0:
+        plain = str(n)
+    else:
+        s = f"{n:0{digits + 1}d}"
+        plain = (s[:-digits] + "." + s[-digits:]).rstrip("0").rstrip(".")
+    if len(plain) <= 24 or n == 0:
+        return sign + plain
+    while n % 10 == 0:  # the same value in scientific notation, exactly: n * 10**-digits
+        n, digits = n // 10, digits - 1
+    m = str(n)
+    return f"{sign}{m[0]}{'.' + m[1:] if len(m) > 1 else ''}e{len(m) - 1 - digits}"
 
 
 def _check_name(value, what):
