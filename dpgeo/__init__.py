@@ -20,7 +20,7 @@ listed above it)::
                   voronoi); eppkm, diffhwt (comparison systems, not private)
     polygons      cluster cells → (multi)polygons with noisy counts
     io/           release files: GeoPackage, GeoJSON, HTML map, PNG (+ metadata back in)
-    budget        the persistent privacy-budget ledger (SQLite), one per organisation
+    budget/       the persistent privacy-budget ledger (SQLite), one per organisation
     release       Release: one charge, one layer + metadata, written to any number of files
     pipeline/     the public entry points: validate → count → charge → mechanism → layer
                   (dbscan_spans, wavecluster, noise_preview; kmeans in pipeline/kmeans)

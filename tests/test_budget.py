@@ -24,7 +24,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpgeo import _ledger_sqlite, budget
+from dpgeo import budget
+from dpgeo.budget import store as _ledger_sqlite
 from dpgeo.budget import Ledger, dataset_key_for_path, exact_value, format_exact, ledger_path
 from dpgeo.errors import BudgetExceededError, DpgeoError, LedgerError, ParameterError
 
@@ -556,8 +557,10 @@ def test_read_only_file_and_folder():
             pkg = os.path.join(top, "lib", "dpgeo")
             os.makedirs(pkg)
             open(os.path.join(pkg, "__init__.py"), "w").close()
-            for name in ("budget.py", "_ledger_sqlite.py", "_dates.py", "errors.py", "_version.py"):
+            for name in ("_dates.py", "errors.py", "_version.py"):
                 shutil.copy(ROOT / "dpgeo" / name, pkg)
+            shutil.copytree(ROOT / "dpgeo" / "budget", os.path.join(pkg, "budget"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
             for d, _, _ in os.walk(top):
                 os.chmod(d, 0o755 if d != folder else 0o555)
             out = subprocess.run([_interpreter_for_nobody(), "-I", "-c", _READ_ONLY_CHILD,

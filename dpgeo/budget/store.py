@@ -15,9 +15,9 @@ import os
 import sqlite3
 import time
 
-from ._dates import today
-from ._version import __version__
-from .errors import LedgerError
+from .._dates import today
+from .._version import __version__
+from ..errors import LedgerError
 
 #: Environment variable naming the ledger file (overrides the per-user default).
 LEDGER_ENV = "DPGEO_LEDGER"

@@ -1,0 +1,255 @@
+"""The `Ledger`: one SQLite file of datasets, their declared totals and every release charged to them.
+
+See the package docstring for the charge protocol. Storage (connections,
+schema, migrations) is `dpgeo.budget.store`; this module holds the accounting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import numbers
+import os
+import secrets
+from fractions import Fraction
+
+from .._dates import today as _today
+from .._version import __version__
+from ..errors import LedgerError, ParameterError
+from .amounts import _check_name, exact_value, format_exact
+from .location import _os_user, ledger_path
+from .records import DatasetBudget, ReleaseRecord, check_fits
+from .reservation import Reservation
+from .store import LEDGER_ENV, Store
+
+__all__ = ["Ledger", "DEFAULT_LOCK_TIMEOUT_S"]
+
+#: How long an operation waits for another process's write lock, in seconds.
+DEFAULT_LOCK_TIMEOUT_S = 10.0
+
+
+class Ledger:
+    """The privacy-budget ledger in one SQLite file.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        The ledger file; default ``$DPGEO_LEDGER``, else ``ledger.sqlite`` in
+        the user's data folder (created on first use). The folder of an
+        explicit path must exist.
+    timeout : float, optional
+        Seconds to wait for another process's write lock before giving up
+        with `LedgerError` (default 10).
+
+    Notes
+    -----
+    Every operation opens its own connection and closes it, so a `Ledger`
+    is cheap, picklable and safe to share between threads and processes.
+    Writes run in ``BEGIN IMMEDIATE`` transactions (one writer at a time, the
+    cap checked and the charge written under the same lock) on a WAL journal
+    with ``synchronous=FULL``. Keep the file on a local disk: SQLite's WAL
+    mode does not work on network file systems.
+    """
+
+    def __init__(self, path=None, *, timeout=DEFAULT_LOCK_TIMEOUT_S):
+        is_default = path is None and not os.environ.get(LEDGER_ENV)
+        self.path = ledger_path(path)
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
+            raise ParameterError(f"the ledger lock timeout must be a number of seconds >= 0, got {timeout!r}")
+        self.timeout = float(timeout)
+        self._store = Store(self.path, self.timeout, create_folder=is_default)
+
+    def __repr__(self):
+        return f"Ledger({self.path!r})"
+
+    @contextlib.contextmanager
+    def _operation(self, write, consequence=None):
+        """One transaction; a `LedgerError` says what it means for the caller (``consequence``)."""
+        try:
+            with self._store.transaction(write) as conn, self._store.errors():
+                yield conn
+        except LedgerError as exc:
+            if consequence is None:
+                raise
+            raise LedgerError(f"{exc} ({consequence})") from exc
+
+    # writing ----------------------------------------------------------------------------------------------------
+
+    def set_total(self, dataset, total_epsilon, *, total_delta=0, by=None) -> DatasetBudget:
+        """Declare (or change) the total privacy budget of ``dataset``.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset's name (or path key).
+        total_epsilon : number or str
+            The total ε all its releases together may spend (>= 0).
+        total_delta : number or str, optional
+            The total δ (default 0: only pure ε-DP releases fit).
+        by : str, optional
+            Who declares it (default: the operating-system user).
+
+        Returns
+        -------
+        DatasetBudget
+
+        Notes
+        -----
+        A total below what is already spent is allowed (no further release
+        fits); raising a total weakens the guarantee the earlier total stood for.
+        """
+        _check_name(dataset, "the dataset name")
+        tot_e = exact_value(total_epsilon, "the total epsilon")
+        tot_d = exact_value(total_delta, "the total delta")
+        if tot_e < 0:
+            raise ParameterError(f"the total epsilon must be >= 0, got {format_exact(tot_e)}")
+        if not 0 <= tot_d < 1:
+            raise ParameterError(f"the total delta must be in [0, 1), got {format_exact(tot_d)}")
+        by = _check_name(by, "who sets the total") if by is not None else _os_user()
+        with self._operation(write=True, consequence="the total was not changed") as conn:
+            today = _today()
+            conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)", (dataset, today))
+            conn.execute("UPDATE datasets SET total_epsilon = ?, total_delta = ?, total_set_date = ?, total_set_by = ? "
+                         "WHERE name = ?", (format_exact(tot_e), format_exact(tot_d), today, by, dataset))
+            return self._budget(conn, dataset)
+
+    def reserve(self, dataset, *, epsilon, delta=0, mechanism, analyst=None) -> Reservation:
+        """Charge a release to ``dataset`` before any private data is read; refuse it beyond the total.
+
+        The charge is committed (and counts as spent) when this returns.
+        Use the returned `Reservation` to cancel it before any noise is
+        drawn, or to complete it with the outputs written.
+
+        Parameters
+        ----------
+        dataset : str
+            The dataset's name, or `dataset_key_for_path` of the input.
+        epsilon : number or str
+            The ε of the whole release (> 0).
+        delta : number or str, optional
+            Its δ (default 0).
+        mechanism : str
+            What is released, e.g. ``"dp-dbscan-spans"``.
+        analyst : str, optional
+            Who runs it (default: the operating-system user).
+
+        Raises
+        ------
+        BudgetExceededError
+            The release would take the dataset past its declared total.
+        LedgerError
+            The ledger cannot be used; nothing is charged.
+        """
+        _check_name(dataset, "the dataset name")
+        _check_name(mechanism, "the mechanism")
+        analyst = _check_name(analyst, "the analyst") if analyst is not None else _os_user()
+        eps = exact_value(epsilon, "epsilon")
+        dlt = exact_value(delta, "delta")
+        if eps <= 0:
+            raise ParameterError(f"epsilon (the privacy budget) must be > 0, got {format_exact(eps)}")
+        if not 0 <= dlt < 1:
+            raise ParameterError(f"delta must be in [0, 1), got {format_exact(dlt)}")
+        release_id = secrets.token_hex(16)
+        with self._operation(write=True, consequence="nothing was charged or released") as conn:
+            today = _today()
+            new = conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)",
+                               (dataset, today)).rowcount == 1
+            before = self._budget(conn, dataset, releases=False)
+            check_fits(before, eps, dlt)
+            conn.execute("INSERT INTO releases (release_id, dataset, status, date, mechanism, epsilon, delta, analyst, "
+                         "dpgeo_version) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?, ?)",
+                         (release_id, dataset, today, mechanism, format_exact(eps), format_exact(dlt), analyst,
+                          __version__))
+        return Reservation(self, release_id=release_id, dataset=dataset, epsilon=eps, delta=dlt, mechanism=mechanism,
+                           analyst=analyst, date=today, new_dataset=new, total_epsilon=before.total_epsilon,
+                           total_delta=before.total_delta, spent_epsilon=before.spent_epsilon + eps,
+                           spent_delta=before.spent_delta + dlt)
+
+    def add_outputs(self, release_id, outputs):
+        """Record more files (or URLs) written from an already charged release; spends nothing."""
+        outputs = [_check_name(os.fspath(o), "an output") for o in outputs]
+        with self._operation(write=True, consequence="the outputs were not recorded; the release is unaffected") as conn:
+            row = conn.execute("SELECT status, outputs FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+            if row is None or row[0] == "cancelled":
+                raise LedgerError(f"release {release_id} is not a charged release in the ledger {self.path}")
+            have = json.loads(row[1])
+            have += [o for o in outputs if o not in have]
+            conn.execute("UPDATE releases SET outputs = ? WHERE release_id = ?", (json.dumps(have), release_id))
+
+    def _set_status(self, release_id, status, outputs=None):
+        consequence = ("its charge stays recorded and counted" if status == "cancelled" else
+                       "it stays charged, recorded as not completed")
+        with self._operation(write=True, consequence=f"release {release_id} was not marked {status}: {consequence}") \
+                as conn:
+            cur = conn.execute("UPDATE releases SET status = ?, outputs = coalesce(?, outputs) "
+                               "WHERE release_id = ? AND status = 'reserved'",
+                               (status, None if outputs is None else json.dumps(list(outputs)), release_id))
+            if cur.rowcount != 1:
+                raise LedgerError(f"release {release_id} is no longer reserved in the ledger {self.path}")
+
+    # reading ----------------------------------------------------------------------------------------------------
+
+    def _budget(self, conn, dataset, releases=True):
+        row = conn.execute("SELECT total_epsilon, total_delta, total_set_date, total_set_by FROM datasets "
+                           "WHERE name = ?", (dataset,)).fetchone() or (None, None, None, None)
+        tot_e, tot_d = self._parse(row[0]), self._parse(row[1])
+        if tot_e is not None and tot_d is None:
+            tot_d = Fraction(0)
+        totals = {"total_epsilon": tot_e, "total_delta": tot_d, "total_set_date": row[2], "total_set_by": row[3]}
+        if not releases:  # only what the cap check needs
+            rows = conn.execute("SELECT epsilon, delta FROM releases WHERE dataset = ? AND status <> 'cancelled'",
+                                (dataset,)).fetchall()
+            spent_e = sum((self._parse(r[0]) for r in rows), Fraction(0))
+            spent_d = sum((self._parse(r[1]) for r in rows), Fraction(0))
+            return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, **totals)
+        rows = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs "
+                            "FROM releases WHERE dataset = ? ORDER BY seq", (dataset,)).fetchall()
+        recs = tuple(self._record(r) for r in rows)
+        spent_e = sum((r.epsilon for r in recs if r.charged), Fraction(0))
+        spent_d = sum((r.delta for r in recs if r.charged), Fraction(0))
+        return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, releases=recs, **totals)
+
+    def _parse(self, text):
+        if text is None:
+            return None
+        try:
+            value = Fraction(text)
+        except (ValueError, ZeroDivisionError, TypeError):
+            value = None
+        if value is None or value < 0:
+            raise LedgerError(f"the privacy-budget ledger {self.path} holds an unreadable amount {text!r}; it was "
+                              "edited outside dpgeo or is corrupt. Restore it from a backup")
+        return value
+
+    def _record(self, row):
+        try:
+            outputs = tuple(json.loads(row[8]))
+        except ValueError:
+            raise LedgerError(f"the privacy-budget ledger {self.path} holds unreadable outputs for release {row[0]}"
+                              ) from None
+        return ReleaseRecord(release_id=row[0], dataset=row[1], date=row[2], mechanism=row[3],
+                             epsilon=self._parse(row[4]), delta=self._parse(row[5]), analyst=row[6], status=row[7],
+                             outputs=outputs)
+
+    def budget(self, dataset) -> DatasetBudget:
+        """The total, spent ε and δ and every release of ``dataset`` (empty for a dataset never seen)."""
+        _check_name(dataset, "the dataset name")
+        with self._operation(write=False) as conn:
+            if conn is None:
+                return DatasetBudget(dataset, None, None, Fraction(0), Fraction(0))
+            return self._budget(conn, dataset)
+
+    def datasets(self) -> list:
+        """Names of every dataset in the ledger, sorted."""
+        with self._operation(write=False) as conn:
+            if conn is None:
+                return []
+            return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+
+    def history(self) -> list:
+        """`DatasetBudget` of every dataset in the ledger, sorted by name (one consistent snapshot)."""
+        with self._operation(write=False) as conn:
+            if conn is None:
+                return []
+            names = [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+            return [self._budget(conn, n) for n in names]
