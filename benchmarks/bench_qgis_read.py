@@ -112,10 +112,10 @@ def main(argv=None):
             source = QgsProcessingFeatureSource(layer, context)
             feedback = QgsProcessingFeedback()
 
-            def slow():
+            def slow(source=source, person=person):
                 return reading.read_points(source, feedback, person_field=person)
 
-            def fast():
+            def fast(source=source, person=person):
                 target = reading.fast_read_target(layer, layer)
                 return reading.read_points_fast(dpgeo, *target, source, feedback, person_field=person)
 
