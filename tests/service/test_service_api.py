@@ -28,7 +28,8 @@ from service_helpers import (
 
 TOKENS = {"alice": "alice-token-0123456789abcdefghijklmnopqrstu", "bob": "bob-token-0123456789abcdefghijklmnopqrstuvw",
           "carol": "carol-token-0123456789abcdefghijklmnopqrstu", "rl": "rl-token-0123456789abcdefghijklmnopqrstuvwx",
-          "eve": "eve-token-0123456789abcdefghijklmnopqrstuvw", "dan": "dan-token-0123456789abcdefghijklmnopqrstuvw"}
+          "eve": "eve-token-0123456789abcdefghijklmnopqrstuvw", "dan": "dan-token-0123456789abcdefghijklmnopqrstuvw",
+          "kim": "kim-token-0123456789abcdefghijklmnopqrstuvw"}
 SPANS = {"epsilon": 0.5, "radius_m": 300, "min_points": 40}
 
 
@@ -54,10 +55,12 @@ def svc(tmp_path_factory):
                     **common},
             "gone": {"path": "gone.gpkg", "total_epsilon": 2.0, **common},
             "shared": {"path": "stops.gpkg", "total_epsilon": 1.5, **common},
+            "km": {"path": "stops.gpkg", "total_epsilon": 1.0, **common},
         },
         analysts={"alice": (TOKENS["alice"], ["stops", "small", "empty", "odd", "gone", "shared"]),
                   "bob": (TOKENS["bob"], ["secret", "small"]), "carol": (TOKENS["carol"], ["small"]),
-                  "rl": (TOKENS["rl"], ["stops"]), "eve": (TOKENS["eve"], [])},
+                  "rl": (TOKENS["rl"], ["stops"]), "eve": (TOKENS["eve"], []),
+                  "kim": (TOKENS["kim"], ["km"])},
     )
     holder = {"server": Server(config, d), "dir": d, "config": config}
     yield holder
@@ -116,7 +119,8 @@ def test_landing_page_conformance_and_api_definition(svc):
 
 def test_processes_describe_their_inputs_with_json_schema(svc):
     anon = client(svc).get("/processes").json()
-    assert {p["id"] for p in anon["processes"]} == {"dp-dbscan-spans", "dp-wavecluster", "noise-preview"}
+    assert {p["id"] for p in anon["processes"]} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans",
+                                                      "noise-preview"}
     d = client(svc).get("/processes/dp-dbscan-spans").json()
     assert d["inputs"]["epsilon"]["schema"] == {"type": "number", "minimum": 0.001, "maximum": 100}
     assert d["inputs"]["min_points"]["schema"]["type"] == "integer"
@@ -315,6 +319,32 @@ def test_async_job_belongs_to_its_analyst(svc):
     mine = {j["jobID"]: j for j in alice.get("/jobs").json()["jobs"]}
     assert jid in mine and mine[jid]["status"] == "successful"
     svc["job"] = jid
+
+
+def test_dp_kmeans_release(svc):
+    kim = client(svc, "kim")
+    d = kim.get("/processes/dp-kmeans").json()
+    assert d["inputs"]["k"]["schema"] == {"type": "integer", "minimum": 1, "maximum": 1000}
+    assert d["inputs"]["dataset"]["schema"]["default"] == "km" and "seed" not in d["inputs"]
+    for bad, word in (({"k": 0}, ">= 1"), ({"k": 1001}, "<= 1000"), ({}, "'k' is required"),
+                      ({"k": 3, "iterations": 0}, ">= 1"), ({"k": 3, "layer_share": 1}, "< 1")):
+        doc = is_problem(kim.execute("dp-kmeans", {"dataset": "km", "epsilon": 0.5, **bad}), 400)
+        assert word in doc["detail"], doc
+    r = kim.execute("dp-kmeans", {"dataset": "km", "epsilon": 0.5, "k": 3})
+    assert r.status_code == 200, r.text
+    rel = r.json()["release"]
+    md = rel["metadata"]
+    assert md["method"] == "kmeans" and md["differentially_private"] is True and md["epsilon"] == 0.5
+    layer = r.json()["layer"]
+    assert 1 <= len(layer["features"]) <= 3
+    assert all({"dp_count", "dp_count_low", "dp_count_high", "centroid_x", "centroid_y"} <= set(f["properties"])
+               for f in layer["features"])
+    assert rel["id"] in {x["id"] for x in client(svc).get("/collections").json()["collections"]}
+    b = ledger(svc).budget("km")
+    assert b.spent_epsilon == Fraction(1, 2) and [(x.mechanism, x.analyst) for x in b.releases] == \
+        [("dp-kmeans", "kim")]
+    # the rest of the budget is 0.5: a release at 0.6 is refused, naming what is left
+    assert "0.5" in is_problem(kim.execute("dp-kmeans", {"dataset": "km", "epsilon": 0.6, "k": 3}), 409)["detail"]
 
 
 def test_concurrent_requests_never_overspend(svc):
