@@ -109,16 +109,17 @@ def grid_shape(bounds, cell_m: float) -> tuple[int, int]:
 
 
 def _sum_law_points(k: int, q: float) -> float:
-    """Support of the exact law of a sum of ``k`` discrete Laplace noises (:func:`dpgeo.noise.sum_sf`)."""
-    mean = k * q / (1 - q)
-    sd = math.sqrt(k * q) / (1 - q)
-    return mean + 40 * sd + 40 / max(-math.log(q), 1e-12) + 10
+    """Support of the law of a sum of ``k`` discrete Laplace noises as computed (:func:`dpgeo.noise.sum_abs_bound`)."""
+    from .noise import EXACT_SUM_MAX_TERMS, sum_law_terms
+
+    return min(sum_law_terms(k, q), EXACT_SUM_MAX_TERMS)
 
 
 def _interval_points(k: int, q: float) -> float:
-    """FFT size of the exact interval of a sum of ``k`` noises (:func:`dpgeo.noise.sum_interval_halfwidth`)."""
-    big_l = 39.2 / -math.log(q) + 1
-    return 2.0 ** math.ceil(math.log2(2 * big_l * k + 1))
+    """FFT size of the interval of a sum of ``k`` noises as computed (:func:`dpgeo.noise.sum_interval_halfwidth`)."""
+    from .noise import EXACT_INTERVAL_MAX_FFT, interval_fft_size
+
+    return min(interval_fft_size(k, q), EXACT_INTERVAL_MAX_FFT)
 
 
 def plan_run(area, cell_m: float, *, mechanism: str = "dbscan", epsilon: float | None = None,
@@ -254,7 +255,7 @@ def max_memory_bytes(value=None) -> int:
     return phys // 2 if phys else 8 * 1024**3
 
 
-def check_plan(plan: RunPlan, limit_bytes=None, *, cell_option: str = "the cell width") -> RunPlan:
+def check_plan(plan: RunPlan, limit_bytes=None, *, cell_option: str = "cell width") -> RunPlan:
     """Refuse a run that is too large, before any data is read; returns the plan.
 
     Parameters

@@ -183,7 +183,7 @@ PARAMETERS = {
     "epsilon negative": (_spans(**{"--epsilon": "-1"}), ("epsilon",)),
     "epsilon nan": (_spans(**{"--epsilon": "nan"}), ("epsilon",)),
     "epsilon inf": (_spans(**{"--epsilon": "inf"}), ("epsilon",)),
-    "epsilon 1e-12 (petabytes)": (_spans(**{"--epsilon": "1e-12"}), ("memory", "larger epsilon", "PiB")),
+    "epsilon 1e-13 (below the exact sampler)": (_spans(**{"--epsilon": "1e-13"}), ("2**-40", "epsilon")),
     "radius 0": (_spans(**{"--radius": "0"}), ("radius",)),
     "radius 1 cm (1e12 cells)": (_spans(**{"--radius": "0.01"}), ("cells", "larger radius")),
     "min-points 0": (_spans(**{"--min-points": "0"}), ("min_points",)),
@@ -201,18 +201,20 @@ PARAMETERS = {
                                ("n_public",)),
     "wavecluster grid 1": (_wave("--epsilon", "1", "--grid", "1"), ("grid_size",)),
     "wavecluster cell 1 mm": (_wave("--epsilon", "1", "--cell", "0.001"), ("larger cell",)),
-    "wavecluster epsilon 1e-12": (_wave("--epsilon", "1e-12", "--cell", "200"), ("memory", "larger epsilon")),
+    "wavecluster epsilon 1e-12": (_wave("--epsilon", "1e-12", "--cell", "200"), ("2**-40", "epsilon")),
+    "baseline epsilon 1e-7": (_wave("--epsilon", "1e-7", "--cell", "200", "--method", "baseline"),
+                              ("synthetic points", "larger epsilon")),
     "wavecluster no epsilon": (_wave("--cell", "200"), ("epsilon",)),
     "wavecluster seed negative": (_wave("--epsilon", "1", "--cell", "200", "--seed", "-5"), ("seed",)),
     "kmeans k 0": (_kmeans("--epsilon", "1", "--k", "0"), ("k",)),
     "kmeans epsilon 1e-12": (_kmeans("--epsilon", "1e-12", "--k", "3"), ("larger epsilon",)),
     "kmeans seed negative": (_kmeans("--epsilon", "1", "--k", "3", "--seed", "-3"), ("seed",)),
-    "preview epsilon 1e-12": (["preview", "--epsilon", "1e-12", "--radius", "150", "--min-points", "40"],
-                              ("memory", "larger epsilon")),
+    "preview epsilon 1e-13": (["preview", "--epsilon", "1e-13", "--radius", "150", "--min-points", "40"],
+                              ("2**-40", "epsilon")),
     "preview radius 1 mm": (["preview", "--epsilon", "1", "--radius", "0.001", "--min-points", "40"],
                             ("cells",)),
-    "compare epsilon 1e-12": (["compare", "fifo.gpkg", "-o", "c.png", "--epsilon", "1e-12", "--radius", "150",
-                               "--min-points", "40"], ("memory", "larger epsilon")),
+    "compare epsilon 1e-13": (["compare", "fifo.gpkg", "-o", "c.png", "--epsilon", "1e-13", "--radius", "150",
+                               "--min-points", "40"], ("2**-40", "epsilon")),
     "compare radius 1 cm": (["compare", "fifo.gpkg", "-o", "c.png", "--epsilon", "1", "--radius", "0.01",
                              "--min-points", "40"], ("cells",)),
     "compare seed negative": (["compare", "fifo.gpkg", "-o", "c.png", "--epsilon", "1", "--radius", "150",
@@ -271,7 +273,7 @@ def test_api_remembers_inputs_outside_the_metadata(work):
 
 
 API_PARAMETERS = {
-    "spans epsilon 1e-12": lambda w: dpgeo.dbscan_spans(str(w / "fifo.gpkg"), epsilon=1e-12, radius_m=150,
+    "spans epsilon 1e-13": lambda w: dpgeo.dbscan_spans(str(w / "fifo.gpkg"), epsilon=1e-13, radius_m=150,
                                                         min_points=40, domain=str(w / "area.geojson")),
     "spans radius 1 cm": lambda w: dpgeo.dbscan_spans(str(w / "fifo.gpkg"), epsilon=1, radius_m=0.01,
                                                       min_points=40, domain=str(w / "area.geojson")),
@@ -287,7 +289,7 @@ API_PARAMETERS = {
                                                              domain=str(w / "area.geojson")),
     "kmeans epsilon 1e-12": lambda w: dpgeo.kmeans(str(w / "fifo.gpkg"), epsilon=1e-12, k=3,
                                                    domain=str(w / "area.geojson")),
-    "preview epsilon 1e-12": lambda w: dpgeo.noise_preview(epsilon=1e-12, radius_m=150, min_points=40,
+    "preview epsilon 1e-13": lambda w: dpgeo.noise_preview(epsilon=1e-13, radius_m=150, min_points=40,
                                                            domain=AREA_BBOX),
 }
 
@@ -306,8 +308,11 @@ def test_the_memory_plan_names_its_numbers():
     plan = plan_run(area, 100.0, epsilon=1.0)
     assert plan.cells == plan.nx * plan.ny and plan.total_bytes > 0
     check_plan(plan)  # an ordinary run fits
-    with pytest.raises(dpgeo.errors.ParameterError, match=r"GiB|PiB|TiB"):
-        check_plan(plan_run(area, 100.0, epsilon=1e-9))
+    with pytest.raises(dpgeo.errors.ParameterError, match=r"would need about [\d.]+ MiB .* limit of 1.0 MiB; use a "
+                                                           r"larger cell width or a smaller study area"):
+        check_plan(plan, 2**20)
+    # a tiny epsilon no longer needs the exact noise laws' memory (they are bounded through the continuous law)
+    assert plan_run(area, 100.0, epsilon=1e-9).total_bytes < plan.total_bytes + 2**30
 
 
 # -- focused: SIGKILL while writing, a closed pipe, a bbox that starts with '-', GeoPackage 1.3 -----------------
@@ -394,3 +399,21 @@ def test_nothing_is_left_by_a_refusal_in_the_input_folder(work, env):
     before = snapshot(work)
     refused(["spans", "in.gpkg", "-o", "in.gpkg", *SPANS, "--domain", "area.geojson"], cwd=work, env=env)
     assert snapshot(work) == before
+
+
+def test_a_tiny_epsilon_is_a_normal_run():
+    # epsilon = 1e-6 used to be refused for the memory of the exact noise laws; the bounds now go through the
+    # continuous law there, so the run is small and quick (and, with this much noise, finds nothing)
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(0, 5000, 2000), rng.uniform(0, 5000, 2000)
+    res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), epsilon=1e-6, radius_m=150, min_points=40,
+                             domain=(0, 0, 5000, 5000), domain_crs="EPSG:32615", crs="EPSG:32615", seed=1,
+                             ledger=False)
+    assert res.metadata["gamma"] > 1e6 and len(res.layer) == 0
+    assert dpgeo.noise_preview(epsilon=1e-6, radius_m=150, min_points=40, domain=(0, 0, 5000, 5000),
+                               domain_crs="EPSG:32615", crs="EPSG:32615")["count_error_95"] > 2.9e6
+    with pytest.raises(dpgeo.errors.ParameterError, match=r"2\*\*-40"):
+        dpgeo.wavecluster((x, y, "EPSG:32615"), epsilon=2e-12, cell_m=200, domain=(0, 0, 5000, 5000),
+                          domain_crs="EPSG:32615", crs="EPSG:32615", seed=1, ledger=False)

@@ -149,3 +149,49 @@ def test_discrete_laplace_sf_matches_pmf():
     pmf = noise.discrete_laplace_pmf(z, q)
     for t in (-5, -1, 0, 1, 2, 7):
         assert noise.discrete_laplace_sf(t, q) == pytest.approx(pmf[z >= t].sum(), rel=1e-12)
+
+
+# -- tiny epsilon: bounds through the continuous Laplace law ---------------------------------------------------------
+
+@pytest.mark.parametrize("k", [1, 3, 21, 100])
+@pytest.mark.parametrize("eps", [1.0, 0.1, 0.02])
+@pytest.mark.parametrize("tail", [0.05, 1e-6])
+def test_continuous_bound_is_valid_and_at_most_2k_above_the_exact_one(k, eps, tail):
+    q = math.exp(-eps)
+    exact = noise._smallest_t(lambda t: 2.0 * noise.sum_sf(t, k, q)[0], tail, k, q)
+    g = noise.continuous_abs_bound(k, q, tail)
+    assert exact <= g <= exact + 2 * k + 1, (exact, g)
+    assert 2.0 * noise.sum_sf(g, k, q)[0] <= tail  # valid by the exact law
+
+
+def test_gamma_difference_tail_matches_its_closed_form_for_one_term():
+    # k = 1: G1 - G2 is Laplace(1), Pr[> u] = exp(-u) / 2
+    for u in (0.0, 0.3, 2.0, 15.0, 60.0):
+        assert noise.gamma_difference_sf(u, 1) == pytest.approx(0.5 * math.exp(-u), rel=1e-9)
+    # k = 2: Pr[G1 - G2 > u] = exp(-u) (2 + u) / 4
+    for u in (0.0, 1.0, 7.5, 40.0):
+        assert noise.gamma_difference_sf(u, 2) == pytest.approx(math.exp(-u) * (2 + u) / 4, rel=1e-9)
+
+
+def test_tiny_epsilon_bounds_scale_as_one_over_epsilon_and_need_no_exact_law():
+    # below about epsilon = 0.005 the bounds do not build the exact law (it would take minutes and gigabytes);
+    # they must still scale exactly like the noise: 1/epsilon
+    g5 = noise.sum_abs_bound(21, math.exp(-1e-5), 1e-8)
+    g6 = noise.sum_abs_bound(21, math.exp(-1e-6), 1e-8)
+    assert noise.sum_law_terms(21, math.exp(-1e-5)) > noise.EXACT_SUM_MAX_TERMS
+    assert g6 / g5 == pytest.approx(10.0, rel=1e-4)
+    # one draw: the 95% half-width of a Laplace of scale b is b ln 20 (plus at most 2k + 1 from the bound)
+    b = 1e6
+    h = noise.sum_interval_halfwidth(1, math.exp(-1.0 / b))
+    assert noise.interval_fft_size(1, math.exp(-1.0 / b)) > noise.EXACT_INTERVAL_MAX_FFT
+    assert b * math.log(20.0) <= h <= b * math.log(20.0) + 3
+
+
+def test_interval_fallback_covers_at_least_95_percent(monkeypatch):
+    # force the fallback where the exact law is cheap, and check it against that law
+    q = math.exp(-0.05)
+    monkeypatch.setattr(noise, "EXACT_INTERVAL_MAX_FFT", 1)
+    for k in (1, 4, 16):
+        h = noise.sum_interval_halfwidth(k, q)
+        assert 2.0 * noise.sum_sf(h, k, q)[0] <= 0.05
+        assert h <= noise._halfwidth_exact(k, q, 0.95) + 2 * k + 1

@@ -173,6 +173,7 @@ def _cmd_wavecluster(args):
         _contribution,
         check_epsilon,
         check_wavecluster_params,
+        rehearse_wavecluster,
         wavecluster,
         wavecluster_cell_width,
         wavecluster_count_epsilon,
@@ -194,6 +195,10 @@ def _cmd_wavecluster(args):
         if area is not None:
             wavecluster_cell_width(area, args.cell, args.grid, wavecluster_count_epsilon(
                 args.method, args.epsilon, args.count_split), sensitivity, args.max_memory)
+            rehearse_wavecluster(area, cell_m=args.cell, grid_size=args.grid, method=args.method,
+                                 epsilon=args.epsilon, percentile=args.percentile, wavelet=args.wavelet, mode="zero",
+                                 count_split=args.count_split, count_cap=args.count_cap, n_public=args.n_public,
+                                 k_rule=args.k_rule, sensitivity=sensitivity)
 
     prog, domain, table = _prepare_run(args, check)
     res = wavecluster(

@@ -52,6 +52,7 @@ from .wave import (  # noqa: F401
     _wavecluster_grid,
     _wavecluster_mechanism,
     check_wavecluster_params,
+    rehearse_wavecluster,
     wavecluster,
     wavecluster_cell_width,
     wavecluster_count_epsilon,

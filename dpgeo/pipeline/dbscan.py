@@ -17,7 +17,7 @@ from ..histogram import (
     sparse_threshold,
 )
 from ..mechanisms.dbscan import DEFAULT_BETA, EXTENTS, dbscan_cells, noise_bound
-from ..noise import NoiseSource, discrete_laplace_q, sum_interval_halfwidth
+from ..noise import NoiseSource, discrete_laplace_q, noise_rate, sum_interval_halfwidth
 from ..polygons import cluster_polygons
 from ..randomness import check_seed
 from ..release import Release, run_protected_files, start_charge
@@ -65,6 +65,7 @@ def _dbscan_setup(grid, *, epsilon, radius_m, min_points, beta, eta, histogram, 
     """All public quantities of a DP-DBSCAN run on ``grid`` (no data involved)."""
     kappa = len(neighbourhood_offsets(eta))
     kind = choose_histogram(grid, histogram, max_dense_cells=max_dense_cells)
+    noise_rate(epsilon, sensitivity)  # the exact sampler's range, refused here rather than after the data is read
     q = discrete_laplace_q(epsilon, sensitivity)
     theta = sparse_threshold(grid.n_cells, q, max_false_cells) if kind == "sparse" else None
     bound = noise_bound(kappa=kappa, n_cells=grid.n_cells, q=q, epsilon_eff=epsilon / sensitivity,

@@ -230,7 +230,10 @@ def wavecluster(
 
     if not domain_from_data:
         domain = _study_area(domain, domain_crs, crs)
-        _, grid_for = _fixed_grid(domain, grid_for)
+        grid, grid_for = _fixed_grid(domain, grid_for)
+        rehearse_wavecluster(grid, method=method, epsilon=epsilon, percentile=percentile, wavelet=wavelet,
+                             mode=mode, count_split=count_split, count_cap=count_cap, n_public=n_public,
+                             k_rule=k_rule, sensitivity=sensitivity)
     noise_src = NoiseSource(seed)
     # -- charge: before any private data is read; refused beyond the dataset's total --
     charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
@@ -288,6 +291,38 @@ def wavecluster(
 
     cells = SpanCells(grid, cell_id, label, count, res.n_clusters)
     return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells, _protected=protected)
+
+
+def _near_the_samplers_limit(epsilon, sensitivity, count_split) -> bool:
+    """Whether some part of ε, over its sensitivity, may fall outside the exact sampler's range (public inputs).
+
+    The parts and their sensitivities (wavelet ones included) are worked out
+    inside each method; far from the range's ends no part can leave it.
+    """
+    share = 0.1 if count_split is None else min(count_split, 1.0 - count_split, 0.1)
+    rate = epsilon * share / sensitivity
+    return rate < 1e-6 or epsilon / sensitivity > 2.0 ** 30
+
+
+def rehearse_wavecluster(grid, *, method, epsilon, count_split, sensitivity, **kw):
+    """Run the method once on an empty grid, before any data is read and before the charge, near the
+    exact sampler's limits (tiny ε or an extreme split; elsewhere it returns at once).
+
+    Everything a method checks about its noise (each part of ε against the
+    exact sampler's range, with the sensitivities it derives from the grid's
+    shape) depends on public inputs only; an empty grid brings those checks
+    forward, so a run that cannot be made is refused before it reads the
+    data or spends budget. The throwaway source is seeded: nothing here is
+    published.
+    """
+    if method == "exact" or not _near_the_samplers_limit(epsilon, sensitivity, count_split):
+        return
+    if not isinstance(grid, Grid):  # a study area: the run's grid on it
+        grid = _wavecluster_grid(grid, kw.pop("cell_m", None), kw.pop("grid_size", None))
+    empty = CellCounts(grid=grid, cell_id=np.zeros(0, np.int64), count=np.zeros(0, np.int64),
+                       recount=lambda binning, n_bins: np.zeros(n_bins, np.int64))
+    _wavecluster_mechanism(empty, source=NoiseSource(0), method=method, epsilon=epsilon, count_split=count_split,
+                           sensitivity=sensitivity, **kw)
 
 
 def _wavecluster_mechanism(counts: CellCounts, *, method, epsilon, percentile, wavelet, mode, count_split,

@@ -42,6 +42,10 @@ from .exact import exact_wavecluster
 
 __all__ = ["SyntheticGrid", "adaptive_grid_counts", "wavecluster_baseline"]
 
+#: Most synthetic points the baseline places (about 120 bytes each while they are placed: 8 GiB); beyond, it
+#: refuses (one synthetic point per noisy count: a very large input, or a tiny epsilon where noise dominates).
+MAX_SYNTHETIC_POINTS = 1 << 26
+
 
 @dataclass
 class SyntheticGrid:
@@ -210,6 +214,10 @@ def adaptive_grid_counts(
     c2 = count_on(functools.partial(_ag_leaf, b, m1, m2, start), total) + sample_discrete_laplace(gen, total, epsilon=eps2, sensitivity=s)
     # ---- post-processing: synthetic points in the leaves ----
     c2 = np.maximum(c2, 0)
+    if int(c2.sum()) > MAX_SYNTHETIC_POINTS:  # noise dominates: at tiny epsilon each leaf's count is huge
+        raise ParameterError(f"the synthetic-data baseline would place more than {MAX_SYNTHETIC_POINTS:,} synthetic "
+                             f"points (one per noisy count of its leaves, at epsilon = {eps:g}); use a larger epsilon, "
+                             "or a private method (privthr) for inputs this large")
     leaf_ids = np.repeat(np.arange(total, dtype=np.int64), c2)
     owner = np.repeat(np.arange(m1 * m1, dtype=np.int64), nleaf)[leaf_ids]
     local = leaf_ids - start[owner]
