@@ -5,8 +5,9 @@ corpus' private markers, a public study area, a release. A case is one command l
 must be refused the :mod:`corpus` way: exit 2, one line naming the problem and the fix, no traceback, nothing
 added, removed or changed in the folders involved, and no record value in the message.
 
-The parameter cases name a FIFO as the input (``fifo.gpkg``): opening it would block until the test's timeout,
-so a refusal proves that the parameters were checked before the input was opened (and before the ledger, in
+The parameter cases name a FIFO as the input (``fifo.gpkg``). dpgeo refuses a named pipe as input (from
+``stat``, without opening it), so each case also checks that the refusal is about the case and not about the
+pipe: that proves the parameters were checked before the input was looked at (and before the ledger, in
 the same folder, was touched).
 """
 
@@ -155,8 +156,9 @@ OUTPUT_TARGETS = {
 @pytest.mark.parametrize("case", sorted(OUTPUT_TARGETS))
 def test_bad_output_is_refused_before_the_input_is_opened(work, env, case):
     opts, words = OUTPUT_TARGETS[case]
-    refused(["spans", "fifo.gpkg", *opts, *SPANS, "--domain", "area.geojson"], cwd=work, env=env,
-            must_mention=words, timeout=60)
+    msg = refused(["spans", "fifo.gpkg", *opts, *SPANS, "--domain", "area.geojson"], cwd=work, env=env,
+                  must_mention=words, timeout=60)
+    assert "named pipe" not in msg, msg  # refused for the output, before the input was looked at
 
 
 # -- parameters ---------------------------------------------------------------------------------------------------
@@ -233,7 +235,8 @@ def test_bad_parameter_is_refused_before_the_input_is_opened(work, env, case):
     args, words = PARAMETERS[case]
     if "--domain" not in args and args[0] != "export":
         args = [*args, "--domain", "area.geojson"]
-    refused(args, cwd=work, env=env, must_mention=words, timeout=60)
+    msg = refused(args, cwd=work, env=env, must_mention=words, timeout=60)
+    assert "named pipe" not in msg, msg  # refused for the parameter, before the input was looked at
     assert not (work / "ledger.sqlite").exists()
 
 
@@ -296,7 +299,8 @@ API_PARAMETERS = {
 
 @pytest.mark.parametrize("case", sorted(API_PARAMETERS))
 def test_api_parameters_refused_before_reading(work, case):
-    api_refused(lambda: API_PARAMETERS[case](work), folders=[work])
+    msg = api_refused(lambda: API_PARAMETERS[case](work), folders=[work])
+    assert "named pipe" not in msg, msg  # refused for the parameter, before the input was looked at
     assert not (work / "ledger.sqlite").exists()
 
 
