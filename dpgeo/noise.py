@@ -359,10 +359,7 @@ def sum_sf(t, k: int, q: float) -> np.ndarray:
         raise ParameterError(f"k must be >= 1, got {k}")
     _check_q(q)
     nb = _nbinom(k, q)
-    mean = k * q / (1 - q)
-    sd = math.sqrt(k * q) / (1 - q)
-    bmax = int(mean + 40 * sd + 40 / max(-math.log(q), 1e-12)) + 10
-    b = np.arange(bmax + 1)
+    b = np.arange(sum_law_terms(k, q))
     wb = nb.pmf(b)
     t = np.atleast_1d(np.asarray(t, dtype=np.int64))
     out = np.array([float(np.sum(wb * nb.sf(b + tt))) for tt in t])
@@ -402,10 +399,14 @@ def sum_law_terms(k: int, q: float) -> int:
     return int(mean + 40 * sd + 40 / max(-math.log(q), 1e-12)) + 11
 
 
+def _interval_half_support(q: float) -> int:
+    """``L``: one noise's law is cut to ``[-L, L]``, where ``q**L < 1e-17``."""
+    return int(math.ceil(-39.2 / math.log(q))) + 1
+
+
 def interval_fft_size(k: int, q: float) -> int:
-    """FFT size of the exact interval of a sum of ``k`` noises of decay ``q``."""
-    big_l = int(math.ceil(-39.2 / math.log(q))) + 1
-    return 1 << int(math.ceil(math.log2(2 * big_l * k + 1)))
+    """FFT size of the exact interval of a sum of ``k`` noises of decay ``q`` (no wrap-around: ``> 2Lk``)."""
+    return 1 << int(math.ceil(math.log2(2 * _interval_half_support(q) * k + 1)))
 
 
 def gamma_difference_sf(u: float, k: int) -> float:
@@ -539,9 +540,7 @@ _EXACT_INTERVAL_MAX_K = 256
 @functools.lru_cache(maxsize=4096)
 def _halfwidth_exact(k: int, q: float, level: float) -> int:
     _check_q(q)
-    # support of one noise truncated where q**L < 1e-17
-    L = int(math.ceil(-39.2 / math.log(q))) + 1
-    n = 1 << int(math.ceil(math.log2(2 * L * k + 1)))
+    L, n = _interval_half_support(q), interval_fft_size(k, q)
     z = np.arange(-L, L + 1)
     pmf = np.zeros(n)
     pmf[z % n] = discrete_laplace_pmf(z, q)
