@@ -35,14 +35,13 @@ Traceback (most recent call last):
 dpgeo.errors.BudgetExceededError: dataset 'stops' has a total budget of epsilon = 1; 0.4 is spent and 0.6 is left, ...
 """
 
-from ..errors import BudgetExceededError, LedgerError
 from .amounts import exact_value, format_exact
 from .ledger import DEFAULT_LOCK_TIMEOUT_S, Ledger
 from .location import dataset_key_for_path, ledger_path, path_key_notice
 from .records import DatasetBudget, ReleaseRecord
 from .reservation import Reservation
 from .store import LEDGER_ENV, SCHEMA_VERSION
-from .._dates import today as _today  # noqa: F401  (the day every record carries; patched in tests)
+from .._dates import today as _today  # noqa: F401  (the day every record carries)
 
 __all__ = [
     "Ledger",
@@ -57,6 +56,4 @@ __all__ = [
     "LEDGER_ENV",
     "SCHEMA_VERSION",
     "DEFAULT_LOCK_TIMEOUT_S",
-    "BudgetExceededError",
-    "LedgerError",
 ]
