@@ -359,6 +359,18 @@ class Mechanism:
         """The ``mechanism`` of the metadata."""
         return self.title
 
+    def short_title(self, p: Values) -> str:
+        """A title for a release with these parameters (e.g. a published layer's default title)."""
+        return self.title
+
+    #: The parameters that set the cell width, as a refusal of too many cells names them.
+    cell_option: ClassVar[str] = "the cell width"
+
+    def cell_width(self, area, p: Values):
+        """The cell width (metres) a run would use on ``area``, before any grid is built (``None``: no grid
+        to bound)."""
+        return None
+
     # -- the steps the pipeline calls (public side) --------------------------------------------------------
     def ledger_name(self, p: Values) -> str:
         """The mechanism's name in the ledger and the metadata."""

@@ -112,8 +112,13 @@ examples:
   dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.06
 """
 
+    cell_option = "radius_m (with eta)"
+
     def method_name(self, p):
         return "dbscan_spans"
+
+    def cell_width(self, area, p):
+        return cell_width_for_radius(p.radius_m, p.eta)
 
     def mechanism_title(self, p):
         return "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"

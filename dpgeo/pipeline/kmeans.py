@@ -97,6 +97,9 @@ The budget split: --layer-share of ε (default 0.1) for the cells' counts, the r
     def method_name(self, p):
         return "kmeans"
 
+    def short_title(self, p):
+        return f"DP k-means (k = {p.k})"
+
     def _plan(self, bounds, p, c):
         return kmeans_plan(bounds, k=p.k, epsilon=p.epsilon, iterations=p.iterations, layer_share=p.layer_share,
                            count_share=p.count_share, sensitivity=c.sensitivity)

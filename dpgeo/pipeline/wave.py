@@ -209,6 +209,17 @@ examples:
       --percentile 60 --domain=-93.33,44.89,-93.19,45.06
 """
 
+    cell_option = "cell_m or grid_size"
+
+    def cell_width(self, area, p):
+        if p.grid_size is not None:
+            b = area.polygon.bounds
+            return max(b[2] - b[0], b[3] - b[1]) / p.grid_size
+        return p.cell_m
+
+    def short_title(self, p):
+        return f"DP WaveCluster ({p.method})"
+
     def needs_epsilon(self, p):
         return p.method != "exact"
 
