@@ -90,6 +90,9 @@ class Param:
         configuration on the service, not from the request.
     service_choices : tuple, optional
         The choices the service offers, where it offers fewer (no non-private method).
+    suggested : optional
+        A starting value that forms show for a required parameter (the QGIS dialog's
+        pre-filled value, the OGC schema's example); never a default.
     """
 
     name: str
@@ -110,6 +113,7 @@ class Param:
     label: str | None = None
     fronts: frozenset = FRONTS
     service_choices: tuple | None = None
+    suggested: Any = None
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -217,6 +221,8 @@ class Param:
                                  else self.choices)
         if not self.required and self.default is not None:
             s["default"] = self.default
+        if self.suggested is not None:
+            s["examples"] = [self.suggested]
         return s
 
     def default_text(self) -> str:
@@ -304,6 +310,13 @@ class Mechanism:
     fronts: ClassVar[frozenset] = FRONTS
     examples: ClassVar[str] = ""
     keywords: ClassVar[tuple] = ()
+    #: The name of its Python entry point in ``dpgeo`` (``None``: run it with
+    #: :func:`dpgeo.pipeline.run.run_release`); front ends that call the library call this.
+    entry_point: ClassVar[str | None] = None
+    #: The title of a layer it makes (QGIS names the output layer after it).
+    layer_name: ClassVar[str] = "dpgeo layer"
+    #: The QGIS style of its layer: ``"clusters"`` (one colour per cluster, dp_count as label).
+    style: ClassVar[str] = "clusters"
     #: Share of the progress bar taken by reading the data.
     read_share: ClassVar[float] = 0.4
 

@@ -27,7 +27,6 @@ from .args import (  # noqa: F401
 from .budget import register as register_budget_commands
 from .compare import _compare_command
 from .export import register as register_export_command
-from .outputs import write_outputs
 from .running import (  # noqa: F401
     _prepare_run,
     _print_warnings,

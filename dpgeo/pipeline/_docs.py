@@ -123,3 +123,50 @@ def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata a
         return func
 
     return decorate
+
+
+def _md(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def parameters_markdown(mechanisms) -> str:
+    """``docs/parameters.md``: one table per mechanism, generated from the declarations (``dev/update-generated``)."""
+    out = ["# Parameters of every mechanism", "",
+           "Generated from the mechanisms' declarations (`dpgeo/pipeline/`) by `dev/update-generated`; do not edit "
+           "by hand (a test compares this file with the declarations). The same declaration makes the Python "
+           "keyword, the command-line option, the QGIS parameter and the service input, so the four cannot "
+           "disagree. Every release also takes the common options (input, `--epsilon`, the study area, "
+           "`--max-points-per-record` or `--person`/`--max-points-per-person`, `--dataset`, `--seed`, the outputs).",
+           ""]
+    for m in mechanisms:
+        fronts = []
+        if m.entry_point:
+            fronts.append(f"Python `dpgeo.{m.entry_point}()`")
+        if m.command and "cli" in m.fronts:
+            fronts.append(f"`dpgeo {m.command}`")
+        if m.qgis_id and "qgis" in m.fronts:
+            fronts.append(f"QGIS `dpgeo:{m.qgis_id}`")
+        if "service" in m.fronts:
+            fronts.append(f"service process `{m.name}`")
+        out += [f"## {m.title}", "", _md(m.description), "", "Offered as: " + ", ".join(fronts) + ".", ""]
+        if m.exactly_one:
+            out += ["Give exactly one of: " + "; ".join(" or ".join(f"`{n}`" for n in g) for g in m.exactly_one)
+                    + ".", ""]
+        out += ["| Python | command line | QGIS | type | unit | range | default | where | meaning |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for p in m.params:
+            typ = "one of " + ", ".join(f"`{c}`" for c in p.choices) if p.kind == "choice" else p.kind
+            where = ", ".join(f for f in ("api", "cli", "qgis", "service") if f in p.fronts)
+            out.append(
+                f"| `{p.name}` | {f'`{p.cli_flag}`' if 'cli' in p.fronts else '—'} | "
+                f"{f'`{p.qgis}`' if 'qgis' in p.fronts else '—'} | {typ} | {_md(p.unit) or '—'} | "
+                f"{_md(p.range_text()) or '—'} | {_md(p.default_text())}{' (advanced)' if p.advanced else ''} | "
+                f"{where} | {_md(p.help)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def qgis_offered(mechanisms) -> list:
+    """The QGIS algorithms' names and titles, which the plugin shows (and refuses to run, saying how to install
+    the library) when it cannot import dpgeo: ``qgis_plugin/dpgeo_qgis/offered.json``."""
+    return [{"name": m.qgis_id, "title": m.title} for m in mechanisms if m.qgis_id and "qgis" in m.fronts]

@@ -42,14 +42,14 @@ CLUSTER_FIELDS = (
 
 #: The parameters of DP-DBSCAN spans (and of its noise preview).
 SPANS_PARAMS = (
-    Param("radius_m", "number", "DBSCAN radius α",
+    Param("radius_m", "number", "DBSCAN radius r",
           "DBSCAN radius α: a cell is a core cell when its α-neighbourhood holds at least MinPts points "
           "(certainly, with the noise bound Γ added). Cells are η′·α/√2 wide.",
           unit="metres", minimum=0, exclusive_minimum=True, maximum=100_000, flag="--radius", qgis_name="RADIUS",
-          label="radius"),
+          label="radius", suggested=100.0),
     Param("min_points", "integer", "MinPts",
           "DBSCAN MinPts: the fewest points in a core cell's α-neighbourhood.",
-          unit="points", minimum=1, maximum=1_000_000_000, label="min_points (MinPts)"),
+          unit="points", minimum=1, maximum=1_000_000_000, label="min_points (MinPts)", suggested=50),
     Param("beta", "number", "β: failure probability of the noise bound Γ",
           "With probability at least 1 − β every reported core cell is a true candidate and every cell with at "
           "least MinPts′ neighbours is reported.",
@@ -87,9 +87,11 @@ class SpansMechanism(Mechanism):
     """DP-DBSCAN spans (Qiu & Yi, Algorithm 1): noisy neighbourhood sums on a grid, core cells, spans."""
 
     name = "dp-dbscan-spans"
+    entry_point = "dbscan_spans"
     command = "spans"
     qgis_id = "dbscanspans"
-    title = "DP-DBSCAN spans"
+    title = "DP-DBSCAN cluster spans"
+    layer_name = "DP-DBSCAN cluster spans"
     summary = "ε-DP DBSCAN cluster spans (Qiu & Yi)"
     description = ("ε-differentially private DBSCAN cluster spans (Qiu & Yi): polygons where clusters of points "
                    "certainly are — the grid cells that span each cluster — each with a noisy point count "
@@ -221,9 +223,10 @@ class PreviewMechanism(SpansMechanism):
     """What a DP-DBSCAN run would look like, from public parameters alone: reads no data, spends nothing."""
 
     name = "noise-preview"
+    entry_point = "noise_preview"
     command = "preview"
     qgis_id = "noisepreview"
-    title = "Noise preview for DP-DBSCAN spans"
+    title = "Noise preview for DP-DBSCAN (spends no budget)"
     summary = "noise preview for DP-DBSCAN from parameters alone (no data, no budget)"
     description = ("Γ, MinPts′, the thresholds and the count error a DP-DBSCAN release with these parameters "
                    "would have on the public study area. Reads no data and spends no budget.")

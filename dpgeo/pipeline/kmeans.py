@@ -39,7 +39,7 @@ KMEANS_PARAMS = (
     Param("k", "integer", "Number of clusters k",
           "Number of clusters. Cells whose centroids coincide are merged and cells outside the study area "
           "dropped, so the layer may have fewer than k cells.",
-          minimum=1, maximum=MAX_K, label="k (number of clusters)"),
+          minimum=1, maximum=MAX_K, label="k (number of clusters)", suggested=5),
     Param("iterations", "integer", "Noisy Lloyd iterations",
           "Lloyd iterations T; each spends an equal share of the ε left after the layer's counts.",
           default=DEFAULT_ITERATIONS, minimum=1, maximum=100, advanced=True),
@@ -60,9 +60,11 @@ class KMeansMechanism(Mechanism):
     """DP k-means (DPLloyd of Su et al., exact noise): the Voronoi cells of the private centroids."""
 
     name = KMEANS_MECHANISM
+    entry_point = "kmeans"
     command = "kmeans"
     qgis_id = "kmeans"
-    title = "DP k-means"
+    title = "DP k-means (Voronoi cells)"
+    layer_name = "DP k-means Voronoi cells"
     summary = "ε-DP k-means: Voronoi cells of private centroids with noisy counts"
     description = ("ε-differentially private k-means (DPLloyd: noisy Lloyd iterations over the public study "
                    "area, exact discrete Laplace noise), released as the Voronoi cells of the private centroids "
@@ -99,6 +101,7 @@ The budget split: --layer-share of ε (default 0.1) for the cells' counts, the r
 
     def short_title(self, p):
         return f"DP k-means (k = {p.k})"
+
 
     def _plan(self, bounds, p, c):
         return kmeans_plan(bounds, k=p.k, epsilon=p.epsilon, iterations=p.iterations, layer_share=p.layer_share,

@@ -188,9 +188,11 @@ class WaveClusterMechanism(Mechanism):
     """DP WaveCluster (Chen, Yu & Chirkova): noisy counts → wavelet approximation → private threshold → clusters."""
 
     name = "dp-wavecluster"
+    entry_point = "wavecluster"
     command = "wavecluster"
     qgis_id = "wavecluster"
     title = "DP WaveCluster"
+    layer_name = "DP WaveCluster clusters"
     summary = "ε-DP WaveCluster hot-cell clusters (Chen, Yu & Chirkova)"
     description = ("ε-differentially private WaveCluster (Chen, Yu & Chirkova): noisy grid counts, a level-1 "
                    "wavelet approximation, a private significance threshold and 8-connected clusters, as "
