@@ -91,8 +91,8 @@ class Param:
     service_choices : tuple, optional
         The choices the service offers, where it offers fewer (no non-private method).
     suggested : optional
-        A starting value that forms show for a required parameter (the QGIS dialog's
-        pre-filled value, the OGC schema's example); never a default.
+        A starting value that a form shows for a required parameter (the QGIS dialog's
+        pre-filled value); never a default.
     """
 
     name: str
@@ -221,8 +221,6 @@ class Param:
                                  else self.choices)
         if not self.required and self.default is not None:
             s["default"] = self.default
-        if self.suggested is not None:
-            s["examples"] = [self.suggested]
         return s
 
     def default_text(self) -> str:
