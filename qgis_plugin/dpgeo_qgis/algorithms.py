@@ -18,16 +18,15 @@ import os
 
 from qgis.core import (
     QgsProcessingException,
-    QgsProcessingParameterDefinition,
     QgsProcessingParameterNumber,
 )
 
-from .base import DpgeoAlgorithmBase
-from .declared import help_html, param_values, qgis_parameter
+from .base import DeclaredBase, DpgeoAlgorithmBase
+from .declared import advanced, help_html, library_call, param_values
 from .deps import DpgeoImportError, import_dpgeo
 from .parameters import tr
 
-__all__ = ["DeclaredBase", "DeclaredAlgorithm", "UnavailableAlgorithm", "algorithms", "library_call"]
+__all__ = ["DeclaredAlgorithm", "UnavailableAlgorithm", "algorithms"]
 
 _STUDY_AREA_NOTE = (
     "<p><b>Public study area</b>: an extent or a polygon layer (e.g. the city boundary) known without looking "
@@ -55,39 +54,6 @@ _PREVIEW_TIP = ("<p>Run <i>{}</i> first to see the noise bounds and the count er
                 "privacy budget.</p>")
 
 
-def _advanced(p):
-    p.setFlags(p.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-    return p
-
-
-class DeclaredBase(DpgeoAlgorithmBase):
-    """What every algorithm of a declared mechanism takes from its declaration: name, title, description and
-    the declared parameters."""
-
-    def __init__(self, mechanism, *extra):
-        super().__init__()
-        self.mechanism = mechanism
-        self._extra = extra
-
-    def createInstance(self):  # noqa: N802 (QGIS API)
-        return type(self)(self.mechanism, *self._extra)
-
-    def name(self):
-        return self.mechanism.qgis_id
-
-    def displayName(self):  # noqa: N802 (QGIS API)
-        return tr(self.mechanism.title)
-
-    def shortDescription(self):  # noqa: N802 (QGIS API)
-        return tr(self.mechanism.summary)
-
-    def add_declared(self, advanced: bool):
-        """The declared parameters offered in QGIS, the main ones or the advanced ones."""
-        for p in self.mechanism.offered("qgis"):
-            if p.advanced == advanced:
-                self.addParameter(qgis_parameter(p))
-
-
 class DeclaredAlgorithm(DeclaredBase):
     """The algorithm of one declared mechanism that reads a private point layer."""
 
@@ -111,7 +77,7 @@ class DeclaredAlgorithm(DeclaredBase):
         self.add_study_area()
         self.add_crs_params()
         self.add_declared(advanced=True)
-        self.addParameter(_advanced(QgsProcessingParameterNumber(
+        self.addParameter(advanced(QgsProcessingParameterNumber(
             self.MAX_POINTS_PER_RECORD, self.tr("Maximum points per record (sensitivity)"),
             QgsProcessingParameterNumber.Integer, defaultValue=1, minValue=1)))
         self.add_seed()
@@ -134,17 +100,6 @@ class DeclaredAlgorithm(DeclaredBase):
             feedback.reportError(self.tr("{} adds no noise: the result is NOT private.").format(
                 mech.short_title(p)), False)
         return self.run_points_algorithm(parameters, context, feedback, library_call(dpgeo, mech), kwargs)
-
-
-def library_call(dpgeo, mech):
-    """The library function that runs ``mech``: its entry point in ``dpgeo`` if it has one, else the pipeline."""
-    if mech.entry_point and hasattr(dpgeo, mech.entry_point):
-        return getattr(dpgeo, mech.entry_point)
-    from dpgeo.pipeline.run import run_preview, run_release
-
-    if mech.reads is None:
-        return lambda **kw: run_preview(mech, kw)
-    return lambda points, **kw: run_release(mech, points, kw)
 
 
 class UnavailableAlgorithm(DpgeoAlgorithmBase):

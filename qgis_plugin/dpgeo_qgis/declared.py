@@ -24,7 +24,7 @@ from qgis.core import (
 
 from .parameters import is_set, tr
 
-__all__ = ["qgis_parameter", "parameter_value", "param_values", "help_html", "label"]
+__all__ = ["qgis_parameter", "parameter_value", "param_values", "help_html", "label", "advanced", "library_call"]
 
 #: How far inside an open end of a range the dialog's bound is put (QGIS bounds are closed).
 _OPEN = 1e-6
@@ -112,3 +112,20 @@ def help_html(mech, notes="") -> str:
         default = "" if p.required else f" <i>({html.escape(tr('default'))}: {html.escape(p.default_text())})</i>"
         parts.append(f"<p><b>{html.escape(label(p))}</b>: {html.escape(tr(p.help))}{default}</p>")
     return "".join(parts) + notes
+
+
+def advanced(p):
+    """``p`` shown under Advanced."""
+    p.setFlags(p.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+    return p
+
+
+def library_call(dpgeo, mech):
+    """The library function that runs ``mech``: its entry point in ``dpgeo`` if it has one, else the pipeline."""
+    if mech.entry_point and hasattr(dpgeo, mech.entry_point):
+        return getattr(dpgeo, mech.entry_point)
+    from dpgeo.pipeline.run import run_preview, run_release
+
+    if mech.reads is None:
+        return lambda **kw: run_preview(mech, kw)
+    return lambda points, **kw: run_release(mech, points, kw)

@@ -19,8 +19,8 @@ from qgis.core import (
     QgsProcessingParameterString,
 )
 
-from .algorithms import DeclaredBase, _advanced, library_call
-from .declared import help_html, param_values
+from .base import DeclaredBase
+from .declared import advanced, help_html, library_call, param_values
 from .parameters import is_set, tr
 
 __all__ = ["PreviewAlgorithm"]
@@ -59,7 +59,7 @@ class PreviewAlgorithm(DeclaredBase):
             self.COMPARE, self.tr("Compare ε values (comma-separated, optional)"),
             defaultValue="0.1, 0.5, 1, 2", optional=True))
         self.add_declared(advanced=True)
-        self.addParameter(_advanced(QgsProcessingParameterCrs(
+        self.addParameter(advanced(QgsProcessingParameterCrs(
             self.WORKING_CRS, self.tr("Working CRS in metres (default: UTM zone of the study area)"),
             optional=True)))
         self.addParameter(QgsProcessingParameterFileDestination(
