@@ -139,7 +139,8 @@ class Charge:
         return md
 
 
-def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, analyst=None, private=True) -> Charge:
+def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, analyst=None, private=True,
+                 stacklevel=3) -> Charge:
     """Reserve the release's ε in the dataset's ledger, before any private data is read.
 
     Parameters
@@ -161,6 +162,8 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         Who runs it (default: the operating-system user).
     private : bool
         ``False`` for runs that are not differentially private: nothing is charged.
+    stacklevel : int
+        Where a warning about an unnamed dataset points (the caller of the caller, by default).
 
     Raises
     ------
@@ -181,7 +184,7 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
                   f"no dataset name given: this release is recorded in the privacy-budget ledger under "
                   f"{IN_MEMORY_DATASET!r}, shared by every unnamed in-memory run. Pass dataset=NAME so that the "
                   "budget is kept per population.")
-        warnings.warn(notice, BudgetWarning, stacklevel=3)
+        warnings.warn(notice, BudgetWarning, stacklevel=stacklevel)
     return Charge(reservation)
 
 

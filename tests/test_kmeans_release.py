@@ -96,7 +96,7 @@ def test_release_is_charged_once_and_writing_is_free(ledger, tmp_path):
 
 
 def test_refusal_beyond_the_budget_reads_no_data(ledger, monkeypatch):
-    import dpgeo.pipeline.kmeans as pk
+    import dpgeo.pipeline.run as pk  # where the release pipeline binds count_points
 
     ledger.set_total("clinic", 0.4)
     monkeypatch.setattr(pk, "count_points", no_read)
@@ -117,7 +117,7 @@ def test_refusal_beyond_the_budget_reads_no_data(ledger, monkeypatch):
     (dict(domain=None), "no study area"),
 ])
 def test_bad_parameters_are_refused_before_the_ledger_and_the_data(ledger, monkeypatch, kw, match):
-    import dpgeo.pipeline.kmeans as pk
+    import dpgeo.pipeline.run as pk  # where the release pipeline binds count_points
 
     monkeypatch.setattr(pk, "count_points", no_read)
     args = dict(epsilon=1.0, k=2, dataset="d", ledger=ledger, **DOMAIN)

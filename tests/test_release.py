@@ -47,7 +47,7 @@ def test_api_release_is_charged_once_and_recorded(ledger):
 
 def test_api_refusal_reads_no_data(ledger, monkeypatch):
     ledger.set_total("clinic", 0.4)
-    import dpgeo.pipeline.dbscan as pl  # where dbscan_spans binds count_points
+    import dpgeo.pipeline.run as pl  # where the release pipeline binds count_points
 
     def no_read(*a, **k):
         raise AssertionError("private data was read")
