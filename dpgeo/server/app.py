@@ -52,7 +52,8 @@ def create_app(config: ServerConfig):
     _error_answers(app, config.server.max_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
-    return Guard(CallerGate(Methods(app, app.routes), svc), config.server.max_body_bytes)
+    routes = [route for router in ROUTERS for route in router.routes]  # (included without a prefix)
+    return Guard(CallerGate(Methods(app, routes), svc), config.server.max_body_bytes)
 
 
 def _error_answers(app, max_body_bytes):

@@ -49,8 +49,11 @@ def die_with(server_pid: int):
     Two mechanisms, both Linux: the parent-death signal (``prctl(PR_SET_PDEATHSIG)``; the parent is the
     forkserver, which exits when the server does), and a watchdog thread blocked on a pidfd of the server
     itself (or, where pidfds are missing, polling it twice a second). A worker whose server is already gone
-    when it starts ends at once.
+    when it starts ends at once. The worker closes its copy of the forkserver's "alive" pipe, which
+    multiprocessing hands every child, so that the forkserver exits as soon as the server does, even
+    while a worker cannot run its watchdog (stopped, or stuck).
     """
+    _release_forkserver()
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -59,6 +62,19 @@ def die_with(server_pid: int):
         except (OSError, AttributeError):
             pass
     threading.Thread(target=_watch, args=(int(server_pid),), name="dpgeo-server-watch", daemon=True).start()
+
+
+def _release_forkserver():
+    try:
+        from multiprocessing import forkserver
+
+        fs = forkserver._forkserver
+        fd = getattr(fs, "_forkserver_alive_fd", None)
+        if fd is not None and fs._forkserver_pid is None:  # a child of the forkserver, not the server itself
+            fs._forkserver_alive_fd = None
+            os.close(fd)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 def _watch(server_pid):
