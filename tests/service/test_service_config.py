@@ -235,3 +235,14 @@ def test_the_default_job_time_quantum_is_on():
     from dpgeo.server.config import DEFAULT_JOB_QUANTUM_S, ServerSettings
 
     assert ServerSettings(ledger="", releases="", jobs="").job_quantum_seconds == DEFAULT_JOB_QUANTUM_S > 0
+
+
+def test_every_server_key_is_documented_with_its_default():
+    from dpgeo.server.config import DEFAULT_JOB_QUANTUM_S, ServerSettings
+
+    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2) for m in __import__("re").finditer(r"(?m)^\| `([a-z_]+)`[^|]*\| ([^|]*) \|", text)}
+    for key in ServerSettings.__dataclass_fields__:
+        if key not in ("basemap", "basemap_attribution", "title", "description"):
+            assert key in rows, key
+    assert rows["job_quantum_seconds"] == f"{DEFAULT_JOB_QUANTUM_S:g}"
