@@ -689,3 +689,39 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, cli):
     assert rc == 2 and "--total" in err and err.count("\n") == 1
     rc, _, err = cli("budget")
     assert rc == 2 and "set" in err and "history" in err
+
+
+def test_a_supervisor_chooses_the_charge_id_records_phases_and_settles_a_killed_run(tmp_path):
+    """What dpgeo serve needs to close the charge of a worker that was killed (dpgeo/server/manager.py)."""
+    from dpgeo.budget import Reservation
+
+    seen = []
+
+    class Tracked(Reservation):
+        def noise_started(self):
+            seen.append(self.release_id)
+            super().noise_started()
+
+    class Supervised(Ledger):
+        reservation_type = Tracked
+
+    ledger = Supervised(tmp_path / "ledger.sqlite")
+    ledger.set_total("d", 1)
+    rid = "ab" * 16
+    r = ledger.reserve("d", epsilon=0.5, mechanism="m", analyst="a", release_id=rid)
+    assert isinstance(r, Tracked) and r.release_id == rid
+    with r.before_noise():
+        pass
+    assert seen == [rid]
+    with pytest.raises(LedgerError):  # an id is used once
+        ledger.reserve("d", epsilon=0.1, mechanism="m", analyst="a", release_id=rid)
+    with pytest.raises(ParameterError):
+        ledger.reserve("d", epsilon=0.1, mechanism="m", analyst="a", release_id="not-an-id")
+    other = ledger.reserve("d", epsilon=0.25, mechanism="m", analyst="a").release_id
+    # the run's process is gone: its supervisor settles the charges
+    assert ledger.settle(rid, "failed") == "failed" and ledger.settle(other, "cancelled") == "cancelled"
+    assert ledger.settle(rid, "cancelled") == "failed"  # a settled charge never moves again
+    assert ledger.settle("0" * 32, "failed") is None
+    assert ledger.budget("d").spent_epsilon == Fraction(1, 2)
+    with pytest.raises(ParameterError):
+        ledger.settle(rid, "reserved")

@@ -38,7 +38,7 @@ dpgeo.errors.BudgetExceededError: dataset 'stops' has a total budget of epsilon 
 from .amounts import exact_value, format_exact
 from .ledger import DEFAULT_LOCK_TIMEOUT_S, Ledger
 from .location import dataset_key_for_path, ledger_path, path_key_notice
-from .records import DatasetBudget, ReleaseRecord
+from .records import STATUS_LABELS, DatasetBudget, ReleaseRecord
 from .reservation import Reservation
 from .store import LEDGER_ENV, SCHEMA_VERSION
 from .._dates import today as _today  # noqa: F401  (the day every record carries)
@@ -48,6 +48,7 @@ __all__ = [
     "Reservation",
     "DatasetBudget",
     "ReleaseRecord",
+    "STATUS_LABELS",
     "ledger_path",
     "dataset_key_for_path",
     "path_key_notice",

@@ -10,6 +10,7 @@ import contextlib
 import json
 import numbers
 import os
+import re
 import secrets
 from fractions import Fraction
 
@@ -26,6 +27,8 @@ __all__ = ["Ledger", "DEFAULT_LOCK_TIMEOUT_S"]
 
 #: How long an operation waits for another process's write lock, in seconds.
 DEFAULT_LOCK_TIMEOUT_S = 10.0
+#: A release id: 32 lowercase hex digits (128 random bits).
+RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 class Ledger:
@@ -50,6 +53,9 @@ class Ledger:
     with ``synchronous=FULL``. Keep the file on a local disk: SQLite's WAL
     mode does not work on network file systems.
     """
+
+    #: The class of the charges `reserve` returns (a supervisor may record their phases in a subclass).
+    reservation_type = Reservation
 
     def __init__(self, path=None, *, timeout=DEFAULT_LOCK_TIMEOUT_S):
         is_default = path is None and not os.environ.get(LEDGER_ENV)
@@ -113,7 +119,7 @@ class Ledger:
                          "WHERE name = ?", (format_exact(tot_e), format_exact(tot_d), today, by, dataset))
             return self._budget(conn, dataset)
 
-    def reserve(self, dataset, *, epsilon, delta=0, mechanism, analyst=None) -> Reservation:
+    def reserve(self, dataset, *, epsilon, delta=0, mechanism, analyst=None, release_id=None) -> Reservation:
         """Charge a release to ``dataset`` before any private data is read; refuse it beyond the total.
 
         The charge is committed (and counts as spent) when this returns.
@@ -132,13 +138,17 @@ class Ledger:
             What is released, e.g. ``"dp-dbscan-spans"``.
         analyst : str, optional
             Who runs it (default: the operating-system user).
+        release_id : str, optional
+            The id to record it under (32 lowercase hex digits, random): a
+            supervisor that must find the charge again after its run is killed
+            chooses it before the charge exists. Default: a fresh random id.
 
         Raises
         ------
         BudgetExceededError
             The release would take the dataset past its declared total.
         LedgerError
-            The ledger cannot be used; nothing is charged.
+            The ledger cannot be used, or ``release_id`` is taken; nothing is charged.
         """
         _check_name(dataset, "the dataset name")
         _check_name(mechanism, "the mechanism")
@@ -149,7 +159,10 @@ class Ledger:
             raise ParameterError(f"epsilon (the privacy budget) must be > 0, got {format_exact(eps)}")
         if not 0 <= dlt < 1:
             raise ParameterError(f"delta must be in [0, 1), got {format_exact(dlt)}")
-        release_id = secrets.token_hex(16)
+        if release_id is None:
+            release_id = secrets.token_hex(16)
+        elif not isinstance(release_id, str) or not RELEASE_ID.match(release_id):
+            raise ParameterError(f"a release id is 32 lowercase hex digits, got {release_id!r}")
         with self._operation(write=True, consequence="nothing was charged or released") as conn:
             today = _today()
             new = conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)",
@@ -160,10 +173,10 @@ class Ledger:
                          "dpgeo_version) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?, ?)",
                          (release_id, dataset, today, mechanism, format_exact(eps), format_exact(dlt), analyst,
                           __version__))
-        return Reservation(self, release_id=release_id, dataset=dataset, epsilon=eps, delta=dlt, mechanism=mechanism,
-                           analyst=analyst, date=today, new_dataset=new, total_epsilon=before.total_epsilon,
-                           total_delta=before.total_delta, spent_epsilon=before.spent_epsilon + eps,
-                           spent_delta=before.spent_delta + dlt)
+        return self.reservation_type(self, release_id=release_id, dataset=dataset, epsilon=eps, delta=dlt,
+                                     mechanism=mechanism, analyst=analyst, date=today, new_dataset=new,
+                                     total_epsilon=before.total_epsilon, total_delta=before.total_delta,
+                                     spent_epsilon=before.spent_epsilon + eps, spent_delta=before.spent_delta + dlt)
 
     def add_outputs(self, release_id, outputs):
         """Record more files (or URLs) written from an already charged release; spends nothing."""
@@ -175,6 +188,38 @@ class Ledger:
             have = json.loads(row[1])
             have += [o for o in outputs if o not in have]
             conn.execute("UPDATE releases SET outputs = ? WHERE release_id = ?", (json.dumps(have), release_id))
+
+    def settle(self, release_id, status, outputs=None):
+        """Close a charge whose run ended without closing it (its process was killed); returns the final status.
+
+        For a supervisor that runs releases in other processes and tracked
+        their phase: ``"failed"`` when noise may have been drawn (the charge
+        stands), ``"cancelled"`` only when the run certainly stopped before
+        any noise (the caller vouches for that), ``"completed"`` with the
+        outputs once the release is published. A charge that is no longer
+        reserved is left as it is. Returns the release's status after the
+        call, or None when the ledger has no such release.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> ledger = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.sqlite"))
+        >>> r = ledger.reserve("stops", epsilon=0.5, mechanism="dp-dbscan-spans", analyst="ana")
+        >>> ledger.settle(r.release_id, "failed"), ledger.settle(r.release_id, "cancelled")
+        ('failed', 'failed')
+        >>> format_exact(ledger.budget("stops").spent_epsilon)
+        '0.5'
+        """
+        if status not in ("completed", "failed", "cancelled"):
+            raise ParameterError(f"a charge is settled as completed, failed or cancelled, not {status!r}")
+        outputs = None if outputs is None else [_check_name(os.fspath(o), "an output") for o in outputs]
+        with self._operation(write=True, consequence=f"release {release_id} was not marked {status}") as conn:
+            row = conn.execute("SELECT status FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+            if row is None or row[0] != "reserved":
+                return None if row is None else row[0]
+            conn.execute("UPDATE releases SET status = ?, outputs = coalesce(?, outputs) WHERE release_id = ?",
+                         (status, None if outputs is None else json.dumps(outputs), release_id))
+            return status
 
     def _set_status(self, release_id, status, outputs=None):
         consequence = ("its charge stays recorded and counted" if status == "cancelled" else

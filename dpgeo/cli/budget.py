@@ -100,10 +100,9 @@ def _summary_lines(b):
             f"left:    {left}"]
 
 
-_STATUS = {"reserved": "incomplete", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 _LEGEND = {
     "incomplete": "incomplete: charged, not finished (running now, or stopped by a crash)",
-    "failed": "failed: charged, stopped after noise may have been drawn",
+    "spent, no release": "spent, no release: charged, stopped after noise may have been drawn; nothing released",
     "cancelled": "cancelled: stopped before any noise was drawn, not charged",
 }
 
@@ -114,10 +113,12 @@ def _table(rows):
 
 
 def _releases_lines(b):
+    from ..budget import STATUS_LABELS
+
     if not b.releases:
         return ["no releases recorded"]
     rows = [("date (UTC)", "release id", "mechanism", "epsilon", "delta", "who", "status", "outputs")]
-    rows += [(r.date, r.release_id, r.mechanism, _num(r.epsilon), _num(r.delta), r.analyst, _STATUS[r.status],
+    rows += [(r.date, r.release_id, r.mechanism, _num(r.epsilon), _num(r.delta), r.analyst, STATUS_LABELS[r.status],
               ", ".join(r.outputs) or "-") for r in b.releases]
     lines = _table(rows)
     seen = {row[6] for row in rows[1:]}
