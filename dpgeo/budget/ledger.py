@@ -16,6 +16,7 @@ from fractions import Fraction
 from .._dates import today as _today
 from .._version import __version__
 from ..errors import LedgerError, ParameterError
+from . import datasets as _ds
 from .amounts import _check_name, exact_value, format_exact
 from .location import _os_user, ledger_path
 from .records import DatasetBudget, ReleaseRecord, check_fits
@@ -26,6 +27,8 @@ __all__ = ["Ledger", "DEFAULT_LOCK_TIMEOUT_S"]
 
 #: How long an operation waits for another process's write lock, in seconds.
 DEFAULT_LOCK_TIMEOUT_S = 10.0
+#: The datasets listed: not the keys merged into another dataset (their releases are listed with it).
+_LISTED = "SELECT name FROM datasets WHERE name NOT IN (SELECT alias FROM dataset_aliases) ORDER BY name"
 
 
 class Ledger:
@@ -152,6 +155,7 @@ class Ledger:
         release_id = secrets.token_hex(16)
         with self._operation(write=True, consequence="nothing was charged or released") as conn:
             today = _today()
+            dataset = _ds.target(conn, dataset)  # a key merged into a declared dataset charges that dataset
             new = conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)",
                                (dataset, today)).rowcount == 1
             before = self._budget(conn, dataset, releases=False)
@@ -190,6 +194,9 @@ class Ledger:
     # reading ----------------------------------------------------------------------------------------------------
 
     def _budget(self, conn, dataset, releases=True):
+        dataset = _ds.target(conn, dataset)
+        keys = _ds.keys(conn, dataset)
+        where = f"dataset IN ({', '.join('?' * len(keys))})"
         row = conn.execute("SELECT total_epsilon, total_delta, total_set_date, total_set_by FROM datasets "
                            "WHERE name = ?", (dataset,)).fetchone() or (None, None, None, None)
         tot_e, tot_d = self._parse(row[0]), self._parse(row[1])
@@ -197,13 +204,13 @@ class Ledger:
             tot_d = Fraction(0)
         totals = {"total_epsilon": tot_e, "total_delta": tot_d, "total_set_date": row[2], "total_set_by": row[3]}
         if not releases:  # only what the cap check needs
-            rows = conn.execute("SELECT epsilon, delta FROM releases WHERE dataset = ? AND status <> 'cancelled'",
-                                (dataset,)).fetchall()
+            rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {where} AND status <> 'cancelled'",
+                                keys).fetchall()
             spent_e = sum((self._parse(r[0]) for r in rows), Fraction(0))
             spent_d = sum((self._parse(r[1]) for r in rows), Fraction(0))
             return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, **totals)
         rows = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs "
-                            "FROM releases WHERE dataset = ? ORDER BY seq", (dataset,)).fetchall()
+                            f"FROM releases WHERE {where} ORDER BY seq", keys).fetchall()
         recs = tuple(self._record(r) for r in rows)
         spent_e = sum((r.epsilon for r in recs if r.charged), Fraction(0))
         spent_d = sum((r.delta for r in recs if r.charged), Fraction(0))
@@ -244,12 +251,100 @@ class Ledger:
         with self._operation(write=False) as conn:
             if conn is None:
                 return []
-            return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+            return [r[0] for r in conn.execute(_LISTED)]
 
     def history(self) -> list:
         """`DatasetBudget` of every dataset in the ledger, sorted by name (one consistent snapshot)."""
         with self._operation(write=False) as conn:
             if conn is None:
                 return []
-            names = [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+            names = [r[0] for r in conn.execute(_LISTED)]
             return [self._budget(conn, n) for n in names]
+
+    # datasets and their files --------------------------------------------------------------------------------
+
+    def fingerprint(self, source) -> "_ds.Fingerprint":
+        """The content fingerprint of an input (file, glob or folder), cached in the ledger by path and stat.
+
+        Reads the input's bytes once (no record is parsed); a file unchanged
+        since it was last fingerprinted (same size, modification time and
+        inode) is not read again.
+        """
+        from .fingerprint import combine, fingerprint_file, input_files
+
+        members = input_files(source)
+        stats = [os.stat(f) for f in members]
+        with self._operation(write=False) as conn:
+            rows = {} if conn is None else {
+                f: conn.execute("SELECT size, mtime_ns, inode, device, digest, sketch FROM fingerprint_cache "
+                                "WHERE path = ?", (f,)).fetchone() for f in members}
+        prints, fresh = [], []
+        for f, st in zip(members, stats):
+            fp = _ds.cached_fingerprint(rows.get(f), st)
+            if fp is None:
+                fp = fingerprint_file(f)
+                fresh.append((f, st, fp))
+            prints.append(fp)
+        if fresh:
+            with self._operation(write=True, consequence="the fingerprint was not cached") as conn:
+                for f, st, fp in fresh:
+                    _ds.cache_fingerprint(conn, f, st, fp)
+        return combine(prints)
+
+    def declare(self, dataset, files, *, total_epsilon=None, total_delta=0, by=None):
+        """Declare ``dataset``: the files it lives in and, the first time, its total budget.
+
+        Parameters
+        ----------
+        dataset : str
+            Its name, as every front end will find it.
+        files : list of path-like
+            The file(s) or Parquet folders/globs the dataset lives in (each a
+            file set of its own). Runs on any copy of their content are charged
+            to ``dataset`` (`resolve`), whatever the copy is called.
+        total_epsilon, total_delta : optional
+            The total; required when the dataset has none. A total already
+            declared is kept (change it with `set_total`): declaring again is
+            safe, e.g. in a set-up script.
+        by : str, optional
+            Who declares it (default: the operating-system user).
+
+        Returns
+        -------
+        (DatasetBudget, list of str)
+            The dataset's budget and notes for the owner (a total kept, releases taken over).
+        """
+        _check_name(dataset, "the dataset name")
+        if not files:
+            raise ParameterError("declare at least one file the dataset lives in")
+        prints = [(os.path.realpath(os.fspath(f)), self.fingerprint(f)) for f in files]
+        notes = []
+        with self._operation(write=True, consequence="nothing was declared") as conn:
+            today = _today()
+            has = conn.execute("SELECT total_epsilon FROM datasets WHERE name = ?", (dataset,)).fetchone()
+            if (has is None or has[0] is None) and total_epsilon is None:
+                raise ParameterError(f"dataset {dataset!r} has no total yet: declare it with --total EPSILON (the "
+                                     "privacy budget all its releases together may spend)")
+            notes += _ds.declare_files(conn, dataset, prints, today)
+        if has is None or has[0] is None:
+            self.set_total(dataset, total_epsilon, total_delta=total_delta, by=by)
+        elif total_epsilon is not None and exact_value(total_epsilon, "the total epsilon") != self._parse(has[0]):
+            notes.append(f"dataset {dataset!r} keeps its declared total, epsilon {has[0]} (change it with: dpgeo budget "
+                         f"set {dataset} --total EPSILON)")
+        return self.budget(dataset), notes
+
+    def resolve(self, source, name=None) -> "_ds.Resolution":
+        """Which dataset a run on the input ``source`` is charged to (see `dpgeo.budget.datasets`).
+
+        Raises `ParameterError` when ``name`` is not the dataset the input's
+        content was declared as.
+        """
+        path = os.path.realpath(os.fsdecode(os.fspath(source)))
+        fp = self.fingerprint(source)
+        with self._operation(write=True, consequence="nothing was charged or released") as conn:
+            return _ds.resolve(conn, path, fp, name, _today())
+
+    def files(self, dataset) -> list:
+        """``(path, declared, size)`` of the files recorded for ``dataset`` (declared, or seen in unnamed runs)."""
+        with self._operation(write=False) as conn:
+            return [] if conn is None else _ds.files(conn, _ds.target(conn, dataset))

@@ -278,7 +278,7 @@ def dbscan_spans(
     # -- charge: before any private data is read; refused beyond the dataset's total --
     charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
                           mechanism="dp-dbscan-spans", analyst=analyst,
-                          private=noise_src.private and not domain_from_data)
+                          private=noise_src.private and not domain_from_data, unattended=unattended)
     with charge:
         # -- count (private; an error here cancels the charge: no noise yet) --
         with charge.before_noise():
@@ -313,7 +313,8 @@ def dbscan_spans(
         charge.complete()
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
-    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans, _protected=protected)
+    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans, _protected=protected,
+                   _charge=charge)
 
 
 def _release_histogram(counts: CellCounts, *, kind, epsilon, sensitivity, theta, rng):

@@ -188,7 +188,7 @@ def kmeans(
     # -- charge: before any private data is read; refused beyond the dataset's total --
     charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
                           mechanism=KMEANS_MECHANISM, analyst=analyst,
-                          private=noise_src.private and not domain_from_data)
+                          private=noise_src.private and not domain_from_data, unattended=unattended)
     with charge:
         # -- count (private; an error here cancels the charge: no noise yet) --
         with charge.before_noise():
@@ -214,4 +214,4 @@ def kmeans(
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
     return Release(layer=res.layer, metadata=md, diagnostics=diagnostics, cells=res,
-                   _protected=run_protected_files(points, domain, ledger))
+                   _protected=run_protected_files(points, domain, ledger), _charge=charge)

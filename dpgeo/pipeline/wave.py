@@ -238,7 +238,8 @@ def wavecluster(
     # -- charge: before any private data is read; refused beyond the dataset's total --
     charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
                           mechanism=f"dp-wavecluster-{method}", analyst=analyst,
-                          private=noise_src.private and not domain_from_data and method != "exact")
+                          private=noise_src.private and not domain_from_data and method != "exact",
+                          unattended=unattended)
     with charge:
         # -- count (private; an error here cancels the charge: no noise yet) --
         with charge.before_noise():
@@ -255,42 +256,43 @@ def wavecluster(
                                      n_public=n_public, k_rule=k_rule, sensitivity=sensitivity, source=noise_src)
         diagnostics = counts.diagnostics
         del counts
-        charge.complete()
-    # -- layer (post-processing) --
-    _progress(progress, 0.8, f"polygons for {res.n_clusters} clusters")
-    flat = res.labels.ravel()
-    cell_id = np.flatnonzero(flat)
-    label = flat[cell_id].astype(np.int64)
-    count = res.noisy_counts.ravel()[cell_id].astype(np.int64)
-    layer = cluster_polygons(grid, cell_id, label, count, q=None if method == "exact" else res.q)
-    md = base_metadata(method=method, mechanism=f"DP WaveCluster ({_WC_NAMES[method]})", epsilon=epsilon,
-                       area=grid.area, source=noise_src, sensitivity=sensitivity,
-                       person=_person_label(person), cap=cap)
-    rep = dict(res.report)
-    reasons = md["not_private_reasons"] + [r for r in rep.pop("not_private_reasons", [])
-                                           if r not in md["not_private_reasons"]]
-    rep.pop("differentially_private", None)
-    rep.pop("epsilon", None)
-    rep.pop("mechanism", None)
-    md.update(rep)
-    md["not_private_reasons"] = reasons
-    md["differentially_private"] = not reasons
-    md["percentile"] = float(percentile)
-    md["cell_width_m"] = grid.cell_m
-    md["n_cells"] = grid.n_cells
-    md["grid"] = grid.to_metadata()
-    md["n_clusters"] = res.n_clusters
-    md.update(charge.metadata())
-    md["dp_count_interval"] = (
-        "none: exact counts (not private)" if method == "exact" else
-        "none: baseline counts are synthetic" if res.q is None else
-        "95%: sum of released cell counts ± noise quantile, clipped at 0")
-    _warn_if_not_private(md)
-    _progress(progress, 1.0, "done")
-    from ..mechanisms.dbscan import SpanCells
+        # -- layer (post-processing; inside the charge: a release whose layer fails is 'failed', not 'completed') --
+        _progress(progress, 0.8, f"polygons for {res.n_clusters} clusters")
+        flat = res.labels.ravel()
+        cell_id = np.flatnonzero(flat)
+        label = flat[cell_id].astype(np.int64)
+        count = res.noisy_counts.ravel()[cell_id].astype(np.int64)
+        layer = cluster_polygons(grid, cell_id, label, count, q=None if method == "exact" else res.q)
+        md = base_metadata(method=method, mechanism=f"DP WaveCluster ({_WC_NAMES[method]})", epsilon=epsilon,
+                           area=grid.area, source=noise_src, sensitivity=sensitivity,
+                           person=_person_label(person), cap=cap)
+        rep = dict(res.report)
+        reasons = md["not_private_reasons"] + [r for r in rep.pop("not_private_reasons", [])
+                                               if r not in md["not_private_reasons"]]
+        rep.pop("differentially_private", None)
+        rep.pop("epsilon", None)
+        rep.pop("mechanism", None)
+        md.update(rep)
+        md["not_private_reasons"] = reasons
+        md["differentially_private"] = not reasons
+        md["percentile"] = float(percentile)
+        md["cell_width_m"] = grid.cell_m
+        md["n_cells"] = grid.n_cells
+        md["grid"] = grid.to_metadata()
+        md["n_clusters"] = res.n_clusters
+        md.update(charge.metadata())
+        md["dp_count_interval"] = (
+            "none: exact counts (not private)" if method == "exact" else
+            "none: baseline counts are synthetic" if res.q is None else
+            "95%: sum of released cell counts ± noise quantile, clipped at 0")
+        _warn_if_not_private(md)
+        _progress(progress, 1.0, "done")
+        from ..mechanisms.dbscan import SpanCells
 
-    cells = SpanCells(grid, cell_id, label, count, res.n_clusters)
-    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells, _protected=protected)
+        cells = SpanCells(grid, cell_id, label, count, res.n_clusters)
+        charge.complete()
+    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells, _protected=protected,
+                   _charge=charge)
 
 
 def _near_the_samplers_limit(epsilon, sensitivity, count_split) -> bool:
