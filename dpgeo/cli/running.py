@@ -116,7 +116,7 @@ def report_run(res, args, paths):
     private = str(md["differentially_private"]).lower()
     if _unattended(args):
         print(f"wrote {', '.join(map(str, paths))}: epsilon={eps}; differentially_private={private}", file=sys.stderr)
-        _report_privacy(res)
+        _report_privacy(res, unattended=True)
         return
     from ..counting.decode import describe_drops
 
@@ -138,10 +138,13 @@ def report_run(res, args, paths):
     _report_privacy(res)
 
 
-def _report_privacy(res):
+def _report_privacy(res, unattended=False):
     md = res.metadata
     if not md["differentially_private"]:
         print("WARNING: NOT differentially private: " + "; ".join(md["not_private_reasons"]), file=sys.stderr)
+    rec = res.ledger_record
+    if unattended and (rec is None or rec["published_dataset"] is None):
+        return  # the key of an unnamed input comes from its content: not for stderr when unattended
     line = budget_line(res)
     if line:
         print(line, file=sys.stderr)
