@@ -78,7 +78,7 @@ class DatasetChoice:
     notes: tuple = ()
 
 
-def choose_dataset(source, name=None, *, ledger=None) -> DatasetChoice:
+def choose_dataset(source, name=None, *, ledger=None, record=True) -> DatasetChoice:
     """The dataset a run on ``source`` (a file path, or None for points in memory) is charged to.
 
     Parameters
@@ -89,6 +89,8 @@ def choose_dataset(source, name=None, *, ledger=None) -> DatasetChoice:
         The name the owner gave.
     ledger : Ledger, str or None
         The ledger (None: the default one).
+    record : bool
+        False: record nothing in the ledger (a dialog showing the budget as it is filled in).
 
     Raises
     ------
@@ -99,7 +101,7 @@ def choose_dataset(source, name=None, *, ledger=None) -> DatasetChoice:
         if name is None:
             return DatasetChoice(IN_MEMORY_DATASET, None, (_in_memory_note(),))
         return DatasetChoice(name, name)
-    r = _open_ledger(ledger).resolve(source, name)
+    r = _open_ledger(ledger).resolve(source, name, record=record)
     return DatasetChoice(r.key, r.published, r.notes)
 
 

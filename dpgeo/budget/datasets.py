@@ -128,7 +128,7 @@ def declare_files(conn, name, prints, today):
     return notes
 
 
-def resolve(conn, path, fp: Fingerprint, name, today) -> Resolution:
+def resolve(conn, path, fp: Fingerprint, name, today, record=True) -> Resolution:
     """Which dataset an input with fingerprint ``fp`` (at ``path``) is charged to; ``name`` as given, or None."""
     declared = conn.execute("SELECT dataset, path FROM dataset_files WHERE digest = ? AND declared = 1",
                             (fp.digest,)).fetchone()
@@ -156,7 +156,7 @@ def resolve(conn, path, fp: Fingerprint, name, today) -> Resolution:
         return Resolution(declared[0], declared[0], tuple(notes), tuple(content))
     seen = conn.execute("SELECT dataset FROM dataset_files WHERE digest = ? AND declared = 0", (fp.digest,)).fetchone()
     key = target(conn, seen[0]) if seen else content_key(fp.digest)
-    if not seen:
+    if not seen and record:
         _ensure(conn, key, today)
         conn.execute("INSERT OR IGNORE INTO dataset_files (dataset, digest, sketch, size, path, declared, date) "
                      "VALUES (?, ?, ?, ?, ?, 0, ?)", (key, fp.digest, fp.sketch_bytes(), fp.size, path, today))

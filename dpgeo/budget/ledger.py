@@ -333,16 +333,19 @@ class Ledger:
                          f"set {dataset} --total EPSILON)")
         return self.budget(dataset), notes
 
-    def resolve(self, source, name=None) -> "_ds.Resolution":
+    def resolve(self, source, name=None, *, record=True) -> "_ds.Resolution":
         """Which dataset a run on the input ``source`` is charged to (see `dpgeo.budget.datasets`).
 
         Raises `ParameterError` when ``name`` is not the dataset the input's
-        content was declared as.
+        content was declared as. ``record=False`` records nothing (the
+        fingerprint is still cached).
         """
         path = os.path.realpath(os.fsdecode(os.fspath(source)))
         fp = self.fingerprint(source)
-        with self._operation(write=True, consequence="nothing was charged or released") as conn:
-            return _ds.resolve(conn, path, fp, name, _today())
+        with self._operation(write=record, consequence="nothing was charged or released") as conn:
+            if conn is None:  # reading a ledger that does not exist yet
+                return _ds.Resolution(name if name is not None else _ds.content_key(fp.digest), name)
+            return _ds.resolve(conn, path, fp, name, _today(), record=record)
 
     def files(self, dataset) -> list:
         """``(path, declared, size)`` of the files recorded for ``dataset`` (declared, or seen in unnamed runs)."""

@@ -31,8 +31,8 @@ __all__ = ["DbscanSpansAlgorithm", "WaveClusterAlgorithm", "KMeansAlgorithm", "N
 
 _STUDY_AREA_NOTE = (
     "<p><b>Public study area</b>: an extent or a polygon layer (e.g. the city boundary) known without looking "
-    "at the data; the grid is laid over it. If none is given, the private layer's own extent is used: that "
-    "reads the data without protection, so the result is marked <b>not private</b> and the log says why.</p>"
+    "at the data; the grid is laid over it. A run without one is refused, as on the command line: the private "
+    "layer's own extent is not protected and would be written into the output.</p>"
 )
 
 _PRIVACY_NOTE = (
@@ -287,8 +287,8 @@ class KMeansAlgorithm(DpgeoAlgorithmBase):
             "and the <b>share of ε for the cells' counts</b> (default 0.1); the rest of ε is spread evenly over "
             "the iterations. The metadata states the split.</p>"
             "<p><b>Public study area</b>: an extent or a polygon layer known without looking at the data; the "
-            "starting centroids and the bounds of the coordinates come from it. If none is given, the private "
-            "layer's own extent is used: the result is then marked <b>not private</b>.</p>" + _PRIVACY_NOTE
+            "starting centroids and the bounds of the coordinates come from it. A run without one is refused.</p>"
+            + _PRIVACY_NOTE
         )
 
     def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
