@@ -18,6 +18,7 @@ from .._version import __version__
 from ..errors import LedgerError, ParameterError
 from . import datasets as _ds
 from .amounts import _check_name, exact_value, format_exact
+from .location import _default_path as _default_ledger_path
 from .location import _os_user, ledger_path
 from .records import DatasetBudget, ReleaseRecord, check_fits
 from .reservation import Reservation
@@ -55,8 +56,9 @@ class Ledger:
     """
 
     def __init__(self, path=None, *, timeout=DEFAULT_LOCK_TIMEOUT_S):
-        is_default = path is None and not os.environ.get(LEDGER_ENV)
         self.path = ledger_path(path)
+        # the user's default ledger: its folder is created on first use, however the path was given
+        is_default = (path is None and not os.environ.get(LEDGER_ENV)) or self.path == _default_ledger_path()
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
             raise ParameterError(f"the ledger lock timeout must be a number of seconds >= 0, got {timeout!r}")
         self.timeout = float(timeout)

@@ -91,6 +91,8 @@ class Service:
                 self.ledger.set_total(ds.name, ds.total_epsilon, by="dpgeo serve configuration")
                 LOG.info("dataset %s: total epsilon set to %s (was %s)", ds.name, format_exact(ds.total_epsilon),
                          "none" if b.total_epsilon is None else format_exact(b.total_epsilon))
+            # its file, by content: a run on it from the command line, Python or QGIS is charged to it too
+            self.ledger.declare(ds.name, [ds.path], total_epsilon=ds.total_epsilon, by="dpgeo serve configuration")
         n = self.jobs.initialise()
         if n:
             LOG.warning("%d job(s) left unfinished by the previous run were marked failed", n)

@@ -205,3 +205,38 @@ def test_jobs_are_padded_to_min_job_seconds(tmp_path, monkeypatch):
     out, took = asyncio.run(run())
     assert out["ok"] and took >= 0.6 and store.get("a" * 32)["status"] == "successful"
     manager._pool.shutdown()
+
+
+# -- which ledger: the machine's one unless the configuration names another, and said at start ------------------
+
+def test_without_a_ledger_key_the_service_uses_dpgeo_ledger_or_the_default(folder, monkeypatch):
+    from dpgeo.budget import LEDGER_ENV, ledger_path
+    from dpgeo.server.config import ledger_notice
+
+    text = MINIMAL.replace('ledger = "ledger.sqlite"          # relative to the config file\n', "")
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    s = load_config(write(folder, text)).server
+    assert s.ledger == str(folder / "shared.sqlite") and s.ledger_from == LEDGER_ENV
+    info, warning = ledger_notice(s)
+    assert str(folder / "shared.sqlite") in info and "DPGEO_LEDGER" in info and warning is None
+    monkeypatch.delenv(LEDGER_ENV)
+    s = load_config(write(folder, text)).server
+    assert s.ledger == ledger_path(None) and s.ledger_from == "default" and ledger_notice(s)[1] is None
+    assert s.jobs == str(folder / "jobs.sqlite")  # not in the user's data folder
+
+
+def test_a_ledger_of_its_own_is_never_silent(folder, monkeypatch):
+    """A relative ledger is taken from the configuration's folder, like every path there; when it is not the
+    ledger the other front ends use, the service says so at start (and --check says it too)."""
+    from dpgeo.budget import LEDGER_ENV
+    from dpgeo.server.config import ledger_notice
+
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    s = load_config(write(folder, MINIMAL)).server
+    info, warning = ledger_notice(s)
+    assert "from the configuration" in info and str(folder / "ledger.sqlite") in warning
+    assert "not counted against this service's totals" in warning
+    r = _dpgeo("serve", write(folder, MINIMAL), "--check")
+    assert r.returncode == 0 and "privacy-budget ledger:" in r.stderr and "warning:" in r.stderr
+    same = MINIMAL.replace('"ledger.sqlite"', f'"{folder / "shared.sqlite"}"')
+    assert ledger_notice(load_config(write(folder, same)).server)[1] is None
