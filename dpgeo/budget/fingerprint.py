@@ -115,7 +115,7 @@ def fingerprint_file(path) -> Fingerprint:
             size += n
             data = np.frombuffer(block, dtype=np.uint8)
             joined = np.concatenate([tail, data]) if tail.size else data
-            sums = np.cumsum(_TABLE[joined], dtype=np.uint32)
+            sums = np.cumsum(np.take(_TABLE, joined), dtype=np.uint32)
             window = sums[WINDOW - 1:].copy()
             window[1:] -= sums[:-WINDOW]
             # window[j] sums the bytes joined[j .. j + WINDOW - 1]; a chunk ends after its last byte
