@@ -240,3 +240,34 @@ def test_a_ledger_of_its_own_is_never_silent(folder, monkeypatch):
     assert r.returncode == 0 and "privacy-budget ledger:" in r.stderr and "warning:" in r.stderr
     same = MINIMAL.replace('"ledger.sqlite"', f'"{folder / "shared.sqlite"}"')
     assert ledger_notice(load_config(write(folder, same)).server)[1] is None
+
+
+def test_the_service_declares_its_datasets_files_so_every_front_end_finds_them(folder, monkeypatch):
+    """At start the service records each dataset's file by content in its ledger: a command-line or Python run
+    on that file (or a copy) without a name is charged to the service's dataset, against the same total."""
+    import shutil
+
+    import dpgeo
+    from dpgeo.budget import LEDGER_ENV, Ledger
+    from dpgeo.errors import BudgetExceededError
+    from dpgeo.server.app import Service
+
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    text = MINIMAL.replace('ledger = "ledger.sqlite"          # relative to the config file\n', "") \
+        .replace("total_epsilon = 2.0", "total_epsilon = 1.0")
+    service = Service(load_config(write(folder, text)))
+    service.startup()
+    try:
+        copy = folder / "copy" / "renamed.gpkg"
+        copy.parent.mkdir()
+        shutil.copy(folder / "stops.gpkg", copy)
+        with pytest.warns(UserWarning, match="declared dataset 'stops'"):
+            res = dpgeo.dbscan_spans(str(copy), epsilon=1.0, radius_m=150, min_points=5,
+                                     domain=(-93.33, 44.89, -93.19, 45.06))
+        assert res.metadata["dataset"] == "stops"
+        assert Ledger(folder / "shared.sqlite").budget("stops").spent_epsilon == 1
+        with pytest.raises(BudgetExceededError):  # the service's total holds for the command line too
+            dpgeo.dbscan_spans(str(copy), epsilon=0.5, radius_m=150, min_points=5,
+                               domain=(-93.33, 44.89, -93.19, 45.06))
+    finally:
+        service.manager.stop()
