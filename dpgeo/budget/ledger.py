@@ -32,6 +32,13 @@ DEFAULT_LOCK_TIMEOUT_S = 10.0
 _LISTED = "SELECT name FROM datasets WHERE name NOT IN (SELECT alias FROM dataset_aliases) ORDER BY name"
 
 
+def _is_default_ledger(path) -> bool:
+    try:
+        return path == _default_ledger_path()
+    except ImportError:  # no platformdirs: there is no default location to compare with
+        return False
+
+
 class Ledger:
     """The privacy-budget ledger in one SQLite file.
 
@@ -58,7 +65,7 @@ class Ledger:
     def __init__(self, path=None, *, timeout=DEFAULT_LOCK_TIMEOUT_S):
         self.path = ledger_path(path)
         # the user's default ledger: its folder is created on first use, however the path was given
-        is_default = (path is None and not os.environ.get(LEDGER_ENV)) or self.path == _default_ledger_path()
+        is_default = (path is None and not os.environ.get(LEDGER_ENV)) or _is_default_ledger(self.path)
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
             raise ParameterError(f"the ledger lock timeout must be a number of seconds >= 0, got {timeout!r}")
         self.timeout = float(timeout)
@@ -86,7 +93,7 @@ class Ledger:
         Parameters
         ----------
         dataset : str
-            The dataset's name (or path key).
+            The dataset's name (or a key a run without a name was charged to).
         total_epsilon : number or str
             The total ε all its releases together may spend (>= 0).
         total_delta : number or str, optional

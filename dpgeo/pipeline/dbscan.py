@@ -209,8 +209,11 @@ def dbscan_spans(
     dataset : str, optional
         The name of the population the guarantee protects, under which the
         release is charged in the privacy-budget ledger (several files of the
-        same people share one name). Default: the input file's resolved path,
-        or one shared key for in-memory inputs.
+        same people share one name), checked against the input file's
+        content. Default: the dataset declared for the input file's content
+        (:mod:`dpgeo.budget.datasets`), else a key of that content, or one
+        shared key for in-memory inputs. A ``dpgeo.release.DatasetChoice``
+        is taken as resolved already. Only a name given or declared is published.
     ledger : dpgeo.budget.Ledger, path, None or False
         The persistent ledger that records the release and refuses it beyond
         the dataset's total (:mod:`dpgeo.budget`). ``None`` (default): the
