@@ -12,14 +12,12 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import SAMPLE_AREA, SAMPLE_POINTS
 
 import dpgeo
-from dpgeo.budget import Ledger
+from dpgeo.budget import Ledger, store
 from dpgeo.budget import fingerprint as fpmod
-from dpgeo.budget import store
 from dpgeo.errors import BudgetExceededError, BudgetWarning, ParameterError
-
-from helpers import SAMPLE_AREA, SAMPLE_POINTS
 
 AREA = dict(domain=(-93.33, 44.89, -93.19, 45.06), domain_crs="EPSG:4326")
 SPANS = dict(epsilon=1.0, radius_m=150, min_points=20, **AREA)
@@ -173,11 +171,11 @@ def test_budget_declare_command(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "dpgeo")
     for _ in range(2):  # idempotent
         p = subprocess.run([exe, "budget", "declare", "pts", "--file", str(f), "--total", "0.5", "--json"],
-                           capture_output=True, text=True, env=env)
+                           capture_output=True, text=True, env=env, check=False)
         assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["dataset"]["total_epsilon"] == 0.5 and doc["files"][0]["path"] == os.path.realpath(f)
-    p = subprocess.run([exe, "budget", "show", "pts"], capture_output=True, text=True, env=env)
+    p = subprocess.run([exe, "budget", "show", "pts"], capture_output=True, text=True, env=env, check=False)
     assert os.path.realpath(f) in p.stdout
 
 
@@ -199,7 +197,7 @@ def test_no_output_format_carries_the_input_path_or_the_user_name(tmp_path, name
     outputs = [out / n for n in ("s.gpkg", "s.geojson", "s.html", "s.png")]
     args = [exe, "spans", str(src), *[a for o in outputs for a in ("-o", str(o))], "--epsilon", "1", "--radius",
             "150", "--min-points", "40", "--domain", SAMPLE_AREA] + (["--dataset", "minneapolis-stops"] if named else [])
-    p = subprocess.run(args, capture_output=True, text=True, env=env, cwd=home)
+    p = subprocess.run(args, capture_output=True, text=True, env=env, cwd=home, check=False)
     assert p.returncode == 0, p.stderr
     forbidden = [str(src), str(home), str(tmp_path), user, os.path.realpath(src)]
     for o in outputs:

@@ -193,7 +193,7 @@ def test_outputs_carry_the_day_of_the_release_never_a_time_of_day(ledger, tmp_pa
 
 def test_a_release_whose_layer_fails_is_recorded_failed_never_completed(ledger, monkeypatch):
     """WaveCluster made its polygons after completing the charge: a failure there left 'completed' and no file."""
-    import dpgeo.pipeline.wave as wave
+    from dpgeo.pipeline import wave
 
     def broken(*a, **k):
         raise RuntimeError("the layer could not be made")

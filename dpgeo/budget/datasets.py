@@ -28,7 +28,7 @@ from ..errors import ParameterError
 from .amounts import _check_name
 from .fingerprint import Fingerprint, similarity
 
-__all__ = ["Resolution", "NEAR_COPY_SIMILARITY", "content_key"]
+__all__ = ["NEAR_COPY_SIMILARITY", "Resolution", "content_key"]
 
 #: Estimated share of content in common above which an input is called a near-copy of a declared file.
 NEAR_COPY_SIMILARITY = 0.5

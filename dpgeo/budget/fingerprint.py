@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Fingerprint", "input_files", "fingerprint_file", "combine", "similarity", "SKETCH_SIZE"]
+__all__ = ["SKETCH_SIZE", "Fingerprint", "combine", "fingerprint_file", "input_files", "similarity"]
 
 #: Bytes read at a time (the chunking's working memory is about 7 bytes per byte of this).
 BLOCK_BYTES = 8 << 20

@@ -272,7 +272,7 @@ class Ledger:
 
     # datasets and their files --------------------------------------------------------------------------------
 
-    def fingerprint(self, source) -> "_ds.Fingerprint":
+    def fingerprint(self, source) -> _ds.Fingerprint:
         """The content fingerprint of an input (file, glob or folder), cached in the ledger by path and stat.
 
         Reads the input's bytes once (no record is parsed); a file unchanged
@@ -342,7 +342,7 @@ class Ledger:
                          f"set {dataset} --total EPSILON)")
         return self.budget(dataset), notes
 
-    def resolve(self, source, name=None, *, record=True) -> "_ds.Resolution":
+    def resolve(self, source, name=None, *, record=True) -> _ds.Resolution:
         """Which dataset a run on the input ``source`` is charged to (see `dpgeo.budget.datasets`).
 
         Raises `ParameterError` when ``name`` is not the dataset the input's
