@@ -85,8 +85,14 @@ def test_declare_is_idempotent_keeps_a_total_and_refuses_a_file_of_another_datas
     b, notes = ledger.declare("pts", [f], total_epsilon=5)  # a set-up script run again
     assert b.total_epsilon == 2 and any("keeps its declared total" in n for n in notes)
     assert ledger.files("pts") == [(os.path.realpath(f), True, f.stat().st_size)]
-    with pytest.raises(ParameterError, match="already declared as dataset 'pts'"):
-        ledger.declare("other", [f], total_epsilon=1)
+    # the same file for a second dataset: the owner may, but it is said, and a run must then name one
+    _, notes = ledger.declare("other", [f], total_epsilon=1)
+    assert any("also declared as dataset 'pts'" in n and "same people" in n for n in notes)
+    with pytest.raises(ParameterError, match="declared as datasets 'other' and 'pts'.*name the one"):
+        _spans(f, ledger)
+    assert _spans(f, ledger, dataset="other").metadata["dataset"] == "other"
+    with pytest.raises(ParameterError, match="not 'third'"):
+        _spans(f, ledger, dataset="third")
 
 
 @pytest.mark.parametrize("kind", ["csv", "gpkg"])

@@ -6,7 +6,9 @@ Every front end then finds it from the input itself (`Ledger.resolve`):
 
 * an input whose content (`dpgeo.budget.fingerprint`) is a declared file is
   charged to that dataset, whatever the file is called or wherever it was
-  copied; a run that names *another* dataset for it is refused;
+  copied; a run that names *another* dataset for it is refused (a file the
+  owner declared for several datasets, which is said loudly when declared,
+  must be run with one of their names);
 * an input without a name whose content is not declared is charged to a key
   of its content (``unnamed file <digest>``), shared by every copy, and the
   owner is told that nothing limits its spending and how to declare it; a
@@ -106,11 +108,14 @@ def declare_files(conn, name, prints, today):
     if target(conn, name) != name:
         raise ParameterError(f"{name!r} was merged into dataset {target(conn, name)!r}: declare files for that one")
     for path, fp in prints:
-        other = conn.execute("SELECT dataset, path FROM dataset_files WHERE digest = ? AND declared = 1 "
-                             "AND dataset <> ?", (fp.digest, name)).fetchone()
-        if other is not None:
-            raise ParameterError(f"{path} holds the same data as {other[1]}, already declared as dataset {other[0]!r}; "
-                                 f"one file is one dataset: use {other[0]!r} (or declare the file there)")
+        others = conn.execute("SELECT dataset, path FROM dataset_files WHERE digest = ? AND declared = 1 "
+                              "AND dataset <> ? ORDER BY dataset", (fp.digest, name)).fetchall()
+        if others:  # allowed (the owner says so), never silent: the same people under two totals
+            names = ", ".join(repr(o[0]) for o in others)
+            notes.append(f"{path} holds the same data as {others[0][1]}, also declared as dataset {names}: a release "
+                         f"of either spends the privacy of the same people, and neither total protects them from the "
+                         f"other's releases. Keep one dataset per file unless that is what you mean; a run on this "
+                         f"file must now name its dataset")
         # what the file spent without a name, under its content key or (ledgers of dpgeo <= 0.x) its path
         for old in {r[0] for r in conn.execute("SELECT dataset FROM dataset_files WHERE digest = ? AND declared = 0",
                                                (fp.digest,))} | {path}:
@@ -130,8 +135,9 @@ def declare_files(conn, name, prints, today):
 
 def resolve(conn, path, fp: Fingerprint, name, today, record=True) -> Resolution:
     """Which dataset an input with fingerprint ``fp`` (at ``path``) is charged to; ``name`` as given, or None."""
-    declared = conn.execute("SELECT dataset, path FROM dataset_files WHERE digest = ? AND declared = 1",
-                            (fp.digest,)).fetchone()
+    rows = conn.execute("SELECT dataset, path FROM dataset_files WHERE digest = ? AND declared = 1 ORDER BY dataset",
+                        (fp.digest,)).fetchall()
+    declared = rows[0] if rows else None
     notes, content = [], []
 
     def note(text, depends_on_content=True):
@@ -140,17 +146,23 @@ def resolve(conn, path, fp: Fingerprint, name, today, record=True) -> Resolution
 
     if name is not None:
         _check_name(name, "the dataset name")
-        if declared is not None and target(conn, name) != declared[0]:
-            raise ParameterError(
-                f"the input holds the data declared as dataset {declared[0]!r} (the same content as {declared[1]}), "
-                f"not {name!r}: run it as --dataset {declared[0]} (dataset={declared[0]!r}), or without a name")
         key = target(conn, name)
+        if rows and key not in {r[0] for r in rows}:
+            one = declared[0]
+            raise ParameterError(
+                f"the input holds the data declared as dataset {' and '.join(repr(r[0]) for r in rows)} (the same "
+                f"content as {declared[1]}), not {name!r}: run it as --dataset {one} (dataset={one!r})"
+                + (", or without a name" if len(rows) == 1 else ""))
         own = conn.execute("SELECT count(*) FROM dataset_files WHERE dataset = ? AND declared = 1", (key,)).fetchone()[0]
         if declared is None and own:
             note(f"the input is not one of the files declared for dataset {key!r} (see dpgeo budget show {key}); "
                  "it is charged to it as you asked. If it holds other people, give it a dataset of its own")
         _near_copies(conn, fp, key, note)
         return Resolution(key, name if key == name else key, tuple(notes), tuple(content))
+    if len(rows) > 1:
+        raise ParameterError(f"the input is declared as datasets {' and '.join(repr(r[0]) for r in rows)} (the same "
+                             f"content as {declared[1]}): name the one this release is charged to, e.g. --dataset "
+                             f"{declared[0]} (dataset={declared[0]!r})")
     if declared is not None:
         note(f"charged to the declared dataset {declared[0]!r}: the input has the same content as {declared[1]}")
         return Resolution(declared[0], declared[0], tuple(notes), tuple(content))

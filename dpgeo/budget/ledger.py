@@ -321,7 +321,8 @@ class Ledger:
         Returns
         -------
         (DatasetBudget, list of str)
-            The dataset's budget and notes for the owner (a total kept, releases taken over).
+            The dataset's budget and notes for the owner (a total kept, releases taken over, a file that is
+            also another dataset's: allowed, and said).
         """
         _check_name(dataset, "the dataset name")
         if not files:
@@ -355,6 +356,13 @@ class Ledger:
             if conn is None:  # reading a ledger that does not exist yet
                 return _ds.Resolution(name if name is not None else _ds.content_key(fp.digest), name)
             return _ds.resolve(conn, path, fp, name, _today(), record=record)
+
+    def declared_for(self, source) -> list:
+        """Names of the datasets whose declared files have the content of ``source`` (usually one, or none)."""
+        fp = self.fingerprint(source)
+        with self._operation(write=False) as conn:
+            return [] if conn is None else [r[0] for r in conn.execute(
+                "SELECT dataset FROM dataset_files WHERE digest = ? AND declared = 1 ORDER BY dataset", (fp.digest,))]
 
     def files(self, dataset) -> list:
         """``(path, declared, size)`` of the files recorded for ``dataset`` (declared, or seen in unnamed runs)."""

@@ -93,6 +93,11 @@ class Service:
                          "none" if b.total_epsilon is None else format_exact(b.total_epsilon))
             # its file, by content: a run on it from the command line, Python or QGIS is charged to it too
             self.ledger.declare(ds.name, [ds.path], total_epsilon=ds.total_epsilon, by="dpgeo serve configuration")
+            others = [n for n in self.ledger.declared_for(ds.path) if n != ds.name]
+            if others:  # (no path in the service log)
+                LOG.warning("dataset %s: its input is also declared as dataset %s: a release of either spends the "
+                            "privacy of the same people, and neither total protects them from the other's releases",
+                            ds.name, ", ".join(others))
         n = self.jobs.initialise()
         if n:
             LOG.warning("%d job(s) left unfinished by the previous run were marked failed", n)
