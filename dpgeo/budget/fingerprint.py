@@ -21,8 +21,9 @@ by a writer: other row groups, other compression blocks).
 Everything here stays with the owner: fingerprints are kept in the ledger,
 never in any output, and one is computed from the file's bytes before any
 record is parsed. The work is one streamed pass (SHA-256 and the chunking,
-about 150-250 MB/s on one core), done once per file: the result is cached
-in the ledger under the file's path, size, modification time and inode.
+about 130 MB/s on one loaded core; ``benchmarks/bench_fingerprint.py``),
+done once per file: the result is cached in the ledger under the file's
+path, size, modification time and inode.
 """
 
 from __future__ import annotations
