@@ -42,7 +42,7 @@ dpgeo.errors.BudgetExceededError: dataset 'stops' has a total budget of epsilon 
 
 from .amounts import exact_value, format_exact
 from .ledger import DEFAULT_LOCK_TIMEOUT_S, Ledger
-from .location import dataset_key_for_path, ledger_path, path_key_notice
+from .location import dataset_key_for_path, ledger_path
 from .records import DatasetBudget, ReleaseRecord
 from .reservation import Reservation
 from .store import LEDGER_ENV, SCHEMA_VERSION
@@ -55,7 +55,6 @@ __all__ = [
     "ReleaseRecord",
     "ledger_path",
     "dataset_key_for_path",
-    "path_key_notice",
     "exact_value",
     "format_exact",
     "LEDGER_ENV",

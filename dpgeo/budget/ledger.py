@@ -135,7 +135,7 @@ class Ledger:
         Parameters
         ----------
         dataset : str
-            The dataset's name, or `dataset_key_for_path` of the input.
+            The dataset's name, or the key `resolve` found for the input.
         epsilon : number or str
             The ε of the whole release (> 0).
         delta : number or str, optional
