@@ -220,8 +220,13 @@ class StudyArea:
         ``wkt`` is the exact outline when it has at most 2,000 vertices; a
         larger one is stored as ``wkt_simplified`` (at most 2,000 vertices,
         simplified by ``simplify_tolerance`` in the study area's CRS units),
-        so a map of the release can still draw it.
+        so a map of the release can still draw it. An area taken from the
+        private data (exploration only) is described, never located: no
+        bounds, no outline.
         """
+        if self.from_data:  # the extent of the private data reveals its extreme points: never written anywhere
+            return {"description": self.description, "crs": _crs_label(self.source_crs), "bounds": None, "wkt": None,
+                    "from_private_data": True}
         n = shapely.get_num_coordinates(self.geometry)
         md = {
             "description": self.description,

@@ -358,7 +358,10 @@ class Grid:
         return shapely.box(x0, y0, x0 + w, y0 + w)
 
     def to_metadata(self) -> dict:
-        """JSON-serialisable description of the (public) grid."""
+        """JSON-serialisable description of the (public) grid; without its origin and shape when it was laid over
+        the private data's own extent (exploration only: they would locate the extreme points)."""
+        if getattr(self.area, "from_data", False):
+            return {"cell_width_m": self.cell_m, "origin": None, "nx": None, "ny": None, "n_cells": None}
         return {
             "cell_width_m": self.cell_m,
             "origin": [self.origin_x, self.origin_y],

@@ -223,7 +223,6 @@ def test_new_dataset_flag_and_path_key(ledger, tmp_path):
     assert key == str(f.resolve())
     assert ledger.reserve(key, epsilon=1, mechanism="m").new_dataset is True
     assert ledger.reserve(key, epsilon=1, mechanism="m").new_dataset is False
-    assert key in budget.path_key_notice(key)
 
 
 def test_ledger_location(tmp_path, monkeypatch):
@@ -478,7 +477,8 @@ def test_a_ledger_from_a_newer_dpgeo(tmp_path):
     con = sqlite3.connect(path)
     con.execute(f"PRAGMA user_version = {budget.SCHEMA_VERSION + 1}")
     con.close()
-    _refuses(path, r"newer dpgeo \(ledger schema 2; this dpgeo .* knows up to 1\): upgrade dpgeo")
+    n = budget.SCHEMA_VERSION
+    _refuses(path, rf"newer dpgeo \(ledger schema {n + 1}; this dpgeo .* knows up to {n}\): upgrade dpgeo")
     assert len(_rows(path)) == 1
 
 
@@ -593,12 +593,13 @@ def test_migrations_run_in_order_and_are_recorded(tmp_path, monkeypatch):
     def to_2(conn):
         conn.execute("ALTER TABLE releases ADD COLUMN note TEXT")
 
-    monkeypatch.setattr(_ledger_sqlite, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(_ledger_sqlite.MIGRATIONS, 2, to_2)
+    n = budget.SCHEMA_VERSION + 1
+    monkeypatch.setattr(_ledger_sqlite, "SCHEMA_VERSION", n)
+    monkeypatch.setitem(_ledger_sqlite.MIGRATIONS, n, to_2)
     assert Ledger(path).budget("d").spent_epsilon == 1  # a read upgrades an older ledger first
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 2
-    assert [r[0] for r in con.execute("SELECT version FROM migrations ORDER BY version")] == [1, 2]
+    assert con.execute("PRAGMA user_version").fetchone()[0] == n
+    assert [r[0] for r in con.execute("SELECT version FROM migrations ORDER BY version")] == list(range(1, n + 1))
     assert "note" in [r[1] for r in con.execute("PRAGMA table_info(releases)")]
     con.close()
 

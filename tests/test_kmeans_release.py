@@ -61,7 +61,8 @@ def no_read(*a, **k):
 def test_metadata_has_the_keys_of_every_release_and_the_split_adds_up(ledger):
     x, y = two_blobs()
     res = dpgeo.kmeans((x, y, CRS), epsilon=1.0, k=2, ledger=ledger, dataset="d", **DOMAIN)
-    spans = dpgeo.dbscan_spans((x, y, CRS), epsilon=1.0, radius_m=50, min_points=20, ledger=False, **DOMAIN)
+    spans = dpgeo.dbscan_spans((x, y, CRS), epsilon=1.0, radius_m=50, min_points=20, ledger=False, dataset="d",
+                               **DOMAIN)
     md = res.metadata
     assert COMMON_KEYS <= set(md) and COMMON_KEYS <= set(spans.metadata)
     assert md["method"] == "kmeans" and md["mechanism"].startswith("DP k-means")

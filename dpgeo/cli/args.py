@@ -114,7 +114,8 @@ def _add_privacy_args(p, epsilon_required=True, with_person=False,
     if with_person:  # the run commands
         g.add_argument("--dataset", default=None, metavar="NAME",
                        help="the population this release protects, as named in the privacy-budget ledger "
-                            "(default: the input's resolved path); several files of the same people share one name")
+                            "(default: the dataset declared for the input file's content: dpgeo budget declare); "
+                            "several files of the same people share one name")
         g.add_argument("--ledger", default=None, metavar="PATH",
                        help="privacy-budget ledger file (default: $DPGEO_LEDGER, else your user data directory)")
         g.add_argument("--unattended", action="store_true",

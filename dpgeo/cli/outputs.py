@@ -67,31 +67,22 @@ def check_out_crs(paths, out_crs):
 
 def write_outputs(res, args):
     """Write the one release to every ``-o`` (free: post-processing) and record the files in the ledger."""
-    written = [res.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
-                           basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"))
-               for out in args.output]
-    if res.metadata.get("dataset_spent_epsilon") is not None:  # charged to a ledger
-        from ..budget import Ledger
-
-        Ledger(args.ledger).add_outputs(res.metadata["release_id"], [os.path.abspath(p) for p in written])
-    return written
+    # each file is recorded with the release in the ledger as it is written (Release.to_file)
+    return [res.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
+                        basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"))
+            for out in args.output]
 
 
-def budget_line(md) -> str | None:
-    """One line on the dataset's privacy budget after a release (None when nothing was charged)."""
-    if md.get("dataset_spent_epsilon") is None:
+def budget_line(res) -> str | None:
+    """One line for the owner on the dataset's privacy budget after a release (None when nothing was charged)."""
+    from ..budget import format_exact
+
+    rec = res.ledger_record
+    if rec is None:
         return None
-    spent = md.get("dataset_spent_epsilon_exact", f"{md['dataset_spent_epsilon']:g}")
-    total = md.get("dataset_total_epsilon")
-    name = md.get("dataset")
+    name, spent, total = rec["dataset"], format_exact(rec["spent_epsilon"]), rec["total_epsilon"]
     if total is None:
-        return (f"privacy budget of dataset {name!r}: epsilon {spent} spent so far, no total declared "
-                f"(declare one: dpgeo budget set {_quote(name)} --total EPSILON)")
-    left = max(total - md["dataset_spent_epsilon"], 0.0)
-    return f"privacy budget of dataset {name!r}: epsilon {spent} of {total:g} spent, {left:.6g} left"
+        return f"privacy budget of dataset {name!r}: epsilon {spent} spent so far, no total declared"
+    left = max(total - rec["spent_epsilon"], 0)
+    return f"privacy budget of dataset {name!r}: epsilon {spent} of {format_exact(total)} spent, {format_exact(left)} left"
 
-
-def _quote(name):
-    import shlex
-
-    return shlex.quote(name)

@@ -137,7 +137,7 @@ def run_release(mech, points, values: dict, *, stacklevel=2) -> Release:
     charge = start_charge(ledger=v["ledger"], dataset=v["dataset"], points=points, epsilon=epsilon,
                           mechanism=mech.ledger_name(p), analyst=v["analyst"],
                           private=source.private and not v["domain_from_data"] and mech.is_private(p),
-                          stacklevel=stacklevel + 2)
+                          unattended=v["unattended"], stacklevel=stacklevel + 2)
     progress = v["progress"]
     with charge:
         # -- count (private; an error here cancels the charge: no noise yet) --
@@ -165,4 +165,5 @@ def run_release(mech, points, values: dict, *, stacklevel=2) -> Release:
         charge.complete()
     _warn_if_not_private(md, stacklevel=stacklevel + 2)
     _progress(progress, 1.0, "done")
-    return Release(layer=out.layer, metadata=md, diagnostics=diagnostics, cells=out.cells, _protected=protected)
+    return Release(layer=out.layer, metadata=md, diagnostics=diagnostics, cells=out.cells, _protected=protected,
+                   _charge=charge)

@@ -9,7 +9,7 @@ from ..counting import CellCounts
 from ..declare import Mechanism, Outcome, Param
 from ..errors import ParameterError
 from ..grid import Grid
-from ..noise import NoiseSource
+from ..noise import RATE_MAX, NoiseSource
 from ..polygons import cluster_polygons
 from ..release import Release
 from ..resources import check_plan, grid_shape, plan_run
@@ -141,7 +141,7 @@ def _near_the_samplers_limit(epsilon, sensitivity, count_split) -> bool:
     """
     share = 0.1 if count_split is None else min(count_split, 1.0 - count_split, 0.1)
     rate = epsilon * share / sensitivity
-    return rate < 1e-6 or epsilon / sensitivity > 2.0 ** 30
+    return rate < 1e-6 or epsilon / sensitivity > float(RATE_MAX) / 2  # no part's rate exceeds ε/Δ
 
 
 def rehearse_wavecluster(grid, *, method, epsilon, count_split, sensitivity, **kw):

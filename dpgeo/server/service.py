@@ -67,6 +67,13 @@ class Service:
                 self.ledger.set_total(ds.name, ds.total_epsilon, by="dpgeo serve configuration")
                 LOG.info("dataset %s: total epsilon set to %s (was %s)", ds.name, format_exact(ds.total_epsilon),
                          "none" if b.total_epsilon is None else format_exact(b.total_epsilon))
+            # its file, by content: a run on it from the command line, Python or QGIS is charged to it too
+            self.ledger.declare(ds.name, [ds.path], total_epsilon=ds.total_epsilon, by="dpgeo serve configuration")
+            others = [n for n in self.ledger.declared_for(ds.path) if n != ds.name]
+            if others:  # (no path in the service log)
+                LOG.warning("dataset %s: its input is also declared as dataset %s: a release of either spends the "
+                            "privacy of the same people, and neither total protects them from the other's releases",
+                            ds.name, ", ".join(others))
         self.jobs.initialise()
         self.manager.start()
 

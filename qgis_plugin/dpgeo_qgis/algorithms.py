@@ -30,8 +30,8 @@ __all__ = ["DeclaredAlgorithm", "UnavailableAlgorithm", "algorithms"]
 
 _STUDY_AREA_NOTE = (
     "<p><b>Public study area</b>: an extent or a polygon layer (e.g. the city boundary) known without looking "
-    "at the data; the grid is laid over it. If none is given, the private layer's own extent is used: that "
-    "reads the data without protection, so the result is marked <b>not private</b> and the log says why.</p>"
+    "at the data; the grid is laid over it. A run without one is refused, as on the command line: the private "
+    "layer's own extent is not protected and would be written into the output.</p>"
 )
 
 _PRIVACY_NOTE = (

@@ -323,7 +323,7 @@ class WritingMixin:
         feedback.pushInfo(self.tr("The release (only differentially private values; this is what the output "
                                   "layer's metadata holds):"))
         feedback.pushInfo(summary)
-        line = budget_after_line(metadata)
+        line = budget_after_line(metadata, getattr(result, "ledger_record", None))
         if line:
             feedback.pushInfo(line)
         if not private:

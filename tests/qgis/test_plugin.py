@@ -136,8 +136,9 @@ def test_dbscan_parameters(plugin):
     outputs = {o.name() for o in alg.outputDefinitions()}
     assert {"OUTPUT", "DIFFERENTIALLY_PRIVATE", "N_CLUSTERS", "METADATA_JSON"} <= outputs
     assert "privat" in alg.shortHelpString().lower()
-    # the privacy-budget ledger: a dataset name (default the input's path) and a ledger file (default the CLI's)
-    assert params["DATASET"].type() == "string" and "input file's path" in params["DATASET"].description()
+    # the privacy-budget ledger: a dataset name (default the declared dataset the input file holds, found from its
+    # content) and a ledger file (default the CLI's)
+    assert params["DATASET"].type() == "string" and "declared dataset" in params["DATASET"].description()
     assert params["LEDGER"].type() == "file" and params["LEDGER"].behavior() == params["LEDGER"].File
     assert "refused before any point is read" in alg.shortHelpString()
 

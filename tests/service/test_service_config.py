@@ -246,3 +246,69 @@ def test_every_server_key_is_documented_with_its_default():
         if key not in ("basemap", "basemap_attribution", "title", "description"):
             assert key in rows, key
     assert rows["job_quantum_seconds"] == f"{DEFAULT_JOB_QUANTUM_S:g}"
+
+
+# -- which ledger: the machine's one unless the configuration names another, and said at start ------------------
+
+def test_without_a_ledger_key_the_service_uses_dpgeo_ledger_or_the_default(folder, monkeypatch):
+    from dpgeo.budget import LEDGER_ENV, ledger_path
+    from dpgeo.server.config import ledger_notice
+
+    text = MINIMAL.replace('ledger = "ledger.sqlite"          # relative to the config file\n', "")
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    s = load_config(write(folder, text)).server
+    assert s.ledger == str(folder / "shared.sqlite") and s.ledger_from == LEDGER_ENV
+    info, warning = ledger_notice(s)
+    assert str(folder / "shared.sqlite") in info and "DPGEO_LEDGER" in info and warning is None
+    monkeypatch.delenv(LEDGER_ENV)
+    s = load_config(write(folder, text)).server
+    assert s.ledger == ledger_path(None) and s.ledger_from == "default" and ledger_notice(s)[1] is None
+    assert s.jobs == str(folder / "jobs.sqlite")  # not in the user's data folder
+
+
+def test_a_ledger_of_its_own_is_never_silent(folder, monkeypatch):
+    """A relative ledger is taken from the configuration's folder, like every path there; when it is not the
+    ledger the other front ends use, the service says so at start (and --check says it too)."""
+    from dpgeo.budget import LEDGER_ENV
+    from dpgeo.server.config import ledger_notice
+
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    s = load_config(write(folder, MINIMAL)).server
+    info, warning = ledger_notice(s)
+    assert "from the configuration" in info and str(folder / "ledger.sqlite") in warning
+    assert "not counted against this service's totals" in warning
+    r = _dpgeo("serve", write(folder, MINIMAL), "--check")
+    assert r.returncode == 0 and "privacy-budget ledger:" in r.stderr and "warning:" in r.stderr
+    same = MINIMAL.replace('"ledger.sqlite"', f'"{folder / "shared.sqlite"}"')
+    assert ledger_notice(load_config(write(folder, same)).server)[1] is None
+
+
+def test_the_service_declares_its_datasets_files_so_every_front_end_finds_them(folder, monkeypatch):
+    """At start the service records each dataset's file by content in its ledger: a command-line or Python run
+    on that file (or a copy) without a name is charged to the service's dataset, against the same total."""
+    import shutil
+
+    import dpgeo
+    from dpgeo.budget import LEDGER_ENV, Ledger
+    from dpgeo.errors import BudgetExceededError
+    from dpgeo.server.app import Service
+
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    text = MINIMAL.replace('ledger = "ledger.sqlite"          # relative to the config file\n', "") \
+        .replace("total_epsilon = 2.0", "total_epsilon = 1.0")
+    service = Service(load_config(write(folder, text)))
+    service.startup()
+    try:
+        copy = folder / "copy" / "renamed.gpkg"
+        copy.parent.mkdir()
+        shutil.copy(folder / "stops.gpkg", copy)
+        with pytest.warns(UserWarning, match="declared dataset 'stops'"):
+            res = dpgeo.dbscan_spans(str(copy), epsilon=1.0, radius_m=150, min_points=5,
+                                     domain=(-93.33, 44.89, -93.19, 45.06))
+        assert res.metadata["dataset"] == "stops"
+        assert Ledger(folder / "shared.sqlite").budget("stops").spent_epsilon == 1
+        with pytest.raises(BudgetExceededError):  # the service's total holds for the command line too
+            dpgeo.dbscan_spans(str(copy), epsilon=0.5, radius_m=150, min_points=5,
+                               domain=(-93.33, 44.89, -93.19, 45.06))
+    finally:
+        service.manager.stop()
