@@ -336,6 +336,14 @@ def _main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         raise
+    except PermissionError as exc:  # a file or folder this user may not open (the checks up front missed it)
+        if getattr(args, "debug", False):
+            raise
+        from ..formats import access_problem
+
+        what = exc.filename and access_problem(exc.filename, "file")
+        print(f"dpgeo: error: {what or f'permission denied: {exc.strerror or exc}'}", file=sys.stderr)
+        return 2
     except Exception as exc:  # unexpected: one line unless --debug
         if getattr(args, "debug", False):
             raise

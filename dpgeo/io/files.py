@@ -18,7 +18,7 @@ from pyproj import CRS
 
 from ..errors import InputError, OutputError
 from .._dates import today
-from ..formats import output_driver, pick_engine, short_error, special_file_kind
+from ..formats import check_readable, output_driver, pick_engine, short_error, special_file_kind
 from .atomic import _write_text, atomic_write
 from .geojson import METADATA_MEMBER, geojson_collection
 
@@ -166,6 +166,7 @@ def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, at
                           "drop the basemap options or write a .html")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
+        check_readable(folder, "output folder", OutputError)  # a folder above it this user may not open
         raise OutputError(f"output folder {folder!r} does not exist: create it or write elsewhere")
     if os.path.isdir(path):
         raise OutputError(f"output {path!r} is a folder: give a file name, e.g. "
@@ -221,6 +222,7 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
     """
     p = os.fspath(path)
     pick_engine(engine, needed=False, write=False)  # a bad or missing engine is reported first
+    check_readable(p, "file")
     if not os.path.exists(p):
         raise InputError(f"{p!r} does not exist")
     kind = special_file_kind(p)
