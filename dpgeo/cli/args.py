@@ -80,7 +80,7 @@ def _add_input_args(p):
     g.add_argument("--scheduler", default=None, metavar="local[:N]|ADDRESS",
                    help="count the points with Dask: 'local' starts a cluster of one worker per core on this "
                         "machine ('local:N': N workers), an address such as tcp://host:8786 uses a running Dask "
-                        "cluster (needs pip install 'dpgeo[dask]'; see docs/scale.md). The workers only count; "
+                        "cluster (needs pip install dask distributed; see docs/scale.md). The workers only count; "
                         "the noise is drawn here. Implies --engine dask. Default: count here, in one process")
     g = p.add_argument_group("HTML map")
     g.add_argument("--basemap", default=None, metavar="URL",

@@ -36,7 +36,7 @@ def require_matplotlib():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise OutputError("writing a .png map needs matplotlib: pip install matplotlib (or dpgeo[plot])") from None
+        raise OutputError("writing a .png map needs matplotlib: pip install matplotlib") from None
 
 
 def _drawing_crs(gdf, metadata, crs):
@@ -251,7 +251,7 @@ def read_png_metadata(path) -> dict:
     try:
         from PIL import Image
     except ImportError:
-        raise InputError("reading a PNG's metadata needs Pillow: pip install pillow (or dpgeo[plot])") from None
+        raise InputError("reading a PNG's metadata needs Pillow: pip install pillow") from None
     try:
         with Image.open(p) as im:
             text = dict(getattr(im, "text", {}) or {})
