@@ -245,7 +245,7 @@ def test_cli_engine_fiona_end_to_end(tmp_path, monkeypatch, stops, capsys):
     md = read_layer_metadata(out, engine="fiona")
     assert md["epsilon"] == 1.0 and md["privacy_unit"] == "person" and md["differentially_private"] is False
     assert main(["info", str(out), "--engine", "fiona"]) == 0
-    assert "differentially_private" in capsys.readouterr().out
+    assert "differentially private" in capsys.readouterr().out
     assert main(["wavecluster", str(src), "-o", str(tmp_path / "w.gpkg"), "--epsilon", "1", "--cell", "400",
                  "--domain", str(SAMPLE_AREA), "--seed", "2", "--engine", "fiona", "-q"]) == 0
     assert read_layer_metadata(tmp_path / "w.gpkg", engine="fiona")["method"] == "privthr"

@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--gamma", choices=["laplace", "exact"], default="laplace")
     pv.add_argument("--extent", choices=["grown", "core"], default="grown")
     pv.add_argument("--max-points-per-record", type=int, default=1, metavar="N")
-    pv.add_argument("--json", action="store_true", help="print JSON")
+    pv.add_argument("--json", action="store_true", help="print the preview as JSON (for scripts)")
     pv.add_argument("--max-memory", default=None, metavar="SIZE",
                     help="refuse parameters whose run would need more memory than this (e.g. 8G)")
     _add_domain_args(pv, with_data_flag=False)
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="print the privacy metadata of a dpgeo output file")
     info.add_argument("path", help="a .gpkg, .geojson, .html or .png written by dpgeo")
-    info.add_argument("--json", action="store_true", help="print JSON")
+    info.add_argument("--json", action="store_true", help="print the metadata as JSON (for scripts)")
     _add_engine_arg(info)
     info.set_defaults(func=_cmd_info)
 
@@ -270,7 +270,7 @@ def _cmd_spans(args):
 
 def _cmd_preview(args):
     from ..pipeline import noise_preview
-    from ..release import format_metadata
+    from .show import format_preview
 
     if args.domain is None:
         from ..domain import as_study_area
@@ -284,16 +284,16 @@ def _cmd_preview(args):
                           domain=args.domain, domain_crs=args.domain_crs, crs=args.crs, beta=args.beta,
                           eta=args.eta, histogram=args.histogram, gamma=args.gamma, extent=args.extent,
                           sensitivity=args.max_points_per_record, max_memory_bytes=args.max_memory)
-    print(json.dumps(p, indent=2) if args.json else format_metadata(p))
+    print(json.dumps(p, indent=2) if args.json else format_preview(p), end="\n" if args.json else "")
     return 0
 
 
 def _cmd_info(args):
     from ..io import read_layer_metadata
-    from ..release import format_metadata
+    from .show import format_info
 
     md = read_layer_metadata(args.path, engine=args.engine)
-    print(json.dumps(md, indent=2) if args.json else format_metadata(md))
+    print(json.dumps(md, indent=2) if args.json else format_info(md), end="\n" if args.json else "")
     return 0
 
 
