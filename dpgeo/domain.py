@@ -104,7 +104,7 @@ class StudyArea:
         """Study area as the union of the polygons in a vector file."""
         import geopandas as gpd
 
-        from .formats import check_readable
+        from ._access import check_readable
 
         path = os.fspath(path)
         check_readable(path, "domain file", DomainError)
