@@ -9,7 +9,6 @@ nothing in the dictionary is hidden.
 
 from __future__ import annotations
 
-import json
 import math
 
 __all__ = ["format_preview", "format_info"]
@@ -316,8 +315,3 @@ def format_info(md: dict) -> str:
     if md.get("epsilon") is not None:
         head += f", ε = {_num(md['epsilon'])}"
     return _render(head, [], _sections(dict(md)))
-
-
-def as_json(d: dict) -> str:
-    """The dictionary for scripts (``--json``)."""
-    return json.dumps(d, indent=2, ensure_ascii=False)
