@@ -104,7 +104,10 @@ class StudyArea:
         """Study area as the union of the polygons in a vector file."""
         import geopandas as gpd
 
+        from ._access import check_readable
+
         path = os.fspath(path)
+        check_readable(path, "domain file", DomainError)
         if not os.path.exists(path):
             raise DomainError(f"domain file {path!r} does not exist")
         if not os.path.isdir(path) and not os.path.isfile(path):  # a named pipe would block until written to

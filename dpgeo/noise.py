@@ -40,7 +40,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
 
 from . import _exact
 from .errors import ParameterError
@@ -412,10 +411,17 @@ def discrete_laplace_variance(q: float) -> float:
     return 2.0 * q / (1.0 - q) ** 2
 
 
+def _stats():
+    """scipy.stats, imported when first needed (it costs a command about 0.3 s to start)."""
+    from scipy import stats
+
+    return stats
+
+
 def _nbinom(k: int, q: float):
     # number of failures before k successes, success probability 1-q:
     # the sum of k geometric variables on {0, 1, ...}
-    return stats.nbinom(k, 1.0 - q)
+    return _stats().nbinom(k, 1.0 - q)
 
 
 def sum_sf(t, k: int, q: float) -> np.ndarray:
@@ -558,6 +564,7 @@ def sum_positive_part_sf(t, k: int, q: float) -> np.ndarray:
     _check_q(q)
     t = np.atleast_1d(np.asarray(t, dtype=np.int64))
     j = np.arange(1, k + 1)
+    stats = _stats()
     wj = stats.binom.pmf(j, k, q / (1 + q))
     out = []
     for tt in t:
@@ -597,7 +604,7 @@ def sum_interval_halfwidth(k: int, q: float, level: float = 0.95) -> int:
     if k <= 0:
         return 0
     if k > _EXACT_INTERVAL_MAX_K:
-        z = stats.norm.isf((1.0 - level) / 2.0)
+        z = _stats().norm.isf((1.0 - level) / 2.0)
         return int(math.ceil(z * math.sqrt(k * discrete_laplace_variance(q))))
     if interval_fft_size(k, q) > EXACT_INTERVAL_MAX_FFT:  # tiny epsilon: a valid interval, at most 2k + 1 wider
         return continuous_abs_bound(k, q, 1.0 - level)

@@ -360,15 +360,19 @@ class Release:
     def differentially_private(self) -> bool:
         return bool(self.metadata.get("differentially_private"))
 
-    def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap=None, attribution=None) -> str:
+    def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap="osm", attribution=None,
+                title=None) -> str:
         """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension.
 
         GeoJSON and the HTML map are always EPSG:4326 (RFC 7946); a
         GeoPackage is in the working CRS unless ``crs`` is given, through
         ``engine`` (``"auto"``, ``"pyogrio"`` or ``"fiona"``); a PNG is drawn
-        in ``crs`` or the working CRS. ``basemap`` (an XYZ tile URL template)
-        and ``attribution`` add tiles under an HTML map, which otherwise
-        requests nothing from any host. See :func:`dpgeo.io.write_layer`.
+        in ``crs`` or the working CRS. An HTML map is drawn over
+        OpenStreetMap's standard tiles (``basemap="osm"``, the default), the
+        tiles of an XYZ URL template (``basemap``, credited with
+        ``attribution``), or nothing (``basemap="none"``: the page then
+        requests nothing from any host). ``title`` is the heading of an HTML
+        or PNG map (default: the mechanism). See :func:`dpgeo.io.write_layer`.
         Writing is free (post-processing of the release); the file appears
         only when complete, and is recorded with the release in the ledger.
         """
@@ -382,7 +386,7 @@ class Release:
             c = CRS.from_user_input(crs)
             md["output_crs"] = f"EPSG:{c.to_epsg()}" if c.to_epsg() else c.name
         written = write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                              attribution=attribution)
+                              attribution=attribution, title=title)
         if self._charge is not None:
             self._charge.record_outputs([written])
         return written

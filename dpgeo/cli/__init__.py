@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="print the privacy metadata of a dpgeo output file")
     info.add_argument("path", help="a .gpkg, .geojson, .html or .png written by dpgeo")
-    info.add_argument("--json", action="store_true", help="print JSON")
+    info.add_argument("--json", action="store_true", help="print the metadata as JSON (for scripts)")
     _add_engine_arg(info)
     info.set_defaults(func=_cmd_info)
 
@@ -78,10 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cmd_info(args):
     from ..io import read_layer_metadata
-    from ..release import format_metadata
+    from .show import format_info
 
     md = read_layer_metadata(args.path, engine=args.engine)
-    print(json.dumps(md, indent=2) if args.json else format_metadata(md))
+    print(json.dumps(md, indent=2) if args.json else format_info(md), end="\n" if args.json else "")
     return 0
 
 
@@ -118,6 +118,14 @@ def _main(argv=None) -> int:
                 _print_warnings(caught)
     except DpgeoError as exc:
         print(f"dpgeo: error: {exc}", file=sys.stderr)
+        return 2
+    except PermissionError as exc:  # a file or folder this user may not open (the checks up front missed it)
+        if getattr(args, "debug", False):
+            raise
+        from ..formats import access_problem
+
+        what = exc.filename and access_problem(exc.filename, "file")
+        print(f"dpgeo: error: {what or f'permission denied: {exc.strerror or exc}'}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(("\n" if sys.stderr.isatty() else "") + "dpgeo: interrupted; no output written", file=sys.stderr)

@@ -105,9 +105,9 @@ def _cmd_compare(args):
     rep = compare(table, algorithm=args.algorithm, epsilon=args.epsilon, domain=domain, crs=args.crs,
                   seed=args.seed, png=args.output, progress=prog,
                   reference_max_points=args.reference_max_points, **params)
-    if args.json:
+    if args.json:  # the document carries the notice; a person at the terminal reads it here, once
         print(json.dumps(rep.to_dict(), indent=2))
-    else:
+        print(f"WARNING: {NOT_PRIVATE_NOTICE}", file=sys.stderr)
+    else:  # the report opens with the notice
         print(rep.text())
-    print(f"WARNING: {NOT_PRIVATE_NOTICE}", file=sys.stderr)
     return 0

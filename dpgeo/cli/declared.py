@@ -91,7 +91,7 @@ def _preview_options(sp, mech):
     add_param_options(sp, mech)
     _add_domain_args(sp, with_data_flag=False)
     _add_engine_arg(sp)
-    sp.add_argument("--json", action="store_true", help="print JSON (for scripts)")
+    sp.add_argument("--json", action="store_true", help="print the preview as JSON (for scripts)")
     sp.set_defaults(func=functools.partial(_cmd_preview, mech))
 
 
@@ -125,7 +125,7 @@ def _cmd_preview(mech, args):
     from ..domain import as_study_area
     from ..formats import check_engine
     from ..pipeline.run import run_preview
-    from ..release import format_metadata
+    from .show import format_preview
 
     if args.domain is None:
         as_study_area(None)  # the helpful message: a preview needs the public study area
@@ -134,5 +134,5 @@ def _cmd_preview(mech, args):
         p = run_preview(mech, {**param_values(mech, args), "epsilon": args.epsilon, "domain": args.domain,
                                "domain_crs": args.domain_crs, "crs": args.crs,
                                "sensitivity": args.max_points_per_record, "max_memory_bytes": args.max_memory})
-    print(json.dumps(p, indent=2) if args.json else format_metadata(p))
+    print(json.dumps(p, indent=2) if args.json else format_preview(p), end="\n" if args.json else "")
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..formats import output_driver
+
 __all__ = ["check_output_path", "check_output_paths", "check_out_crs", "output_crs_for", "write_outputs",
            "budget_line"]
 
@@ -15,7 +17,7 @@ def check_output_path(path, args=None):
 
     a = args if args is not None else argparse.Namespace()
     check_output(path, crs=output_crs_for(path, getattr(a, "out_crs", None)), basemap=_basemap_for(path, a),
-                 attribution=_basemap_for(path, a, "basemap_attribution"))
+                 attribution=_basemap_for(path, a, "basemap_attribution"), title=getattr(a, "title", None))
 
 
 def check_output_paths(paths, args=None):
@@ -23,10 +25,12 @@ def check_output_paths(paths, args=None):
     file, the ledger, a release being exported), and the same file may not be named twice."""
     from ..errors import OutputError
 
-    if getattr(args, "basemap", None) is not None and all(_basemap_for(p, args) is None for p in paths):
+    if (getattr(args, "basemap", None) is not None or getattr(args, "basemap_attribution", None) is not None) \
+            and all(output_driver(p) != "HTML" for p in paths):
         from ..io.files import check_output
 
-        check_output(paths[0], basemap=args.basemap)  # says that a basemap is drawn only on an HTML map
+        # says that a basemap is drawn only on an HTML map ("none" and the default pass)
+        check_output(paths[0], basemap=args.basemap, attribution=args.basemap_attribution)
     from ..io.paths import check_not_input, protected_files
     from ..release import ledger_file
 
@@ -45,16 +49,15 @@ def check_output_paths(paths, args=None):
 
 def output_crs_for(path, out_crs):
     """``--out-crs`` applies to the outputs that have a CRS of choice; GeoJSON and HTML are always EPSG:4326."""
-    from ..formats import output_driver
-
     return None if output_driver(path) in ("GeoJSON", "HTML") else out_crs
 
 
 def _basemap_for(path, args, name="basemap"):
-    """``--basemap`` and its attribution go to the HTML outputs only."""
-    from ..formats import output_driver
-
-    return getattr(args, name, None) if output_driver(path) == "HTML" else None
+    """``--basemap`` (default OpenStreetMap's tiles) and its attribution go to the HTML outputs only."""
+    if output_driver(path) != "HTML":
+        return None
+    value = getattr(args, name, None)
+    return "osm" if name == "basemap" and value is None else value
 
 
 def check_out_crs(paths, out_crs):
@@ -69,7 +72,8 @@ def write_outputs(res, args):
     """Write the one release to every ``-o`` (free: post-processing) and record the files in the ledger."""
     # each file is recorded with the release in the ledger as it is written (Release.to_file)
     return [res.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
-                        basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"))
+                        basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"),
+                        title=getattr(args, "title", None))
             for out in args.output]
 
 

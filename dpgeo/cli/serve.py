@@ -57,7 +57,7 @@ def _cmd_serve(args):
         from ..server import create_app, load_config
     except ImportError as exc:
         raise ParameterError(f"dpgeo serve needs the serve extra ({exc.name} is missing): "
-                             "pip install 'dpgeo[serve]'") from None
+                             "pip install fastapi uvicorn (from a dpgeo checkout: pip install '.[serve]')") from None
     config = load_config(args.config)
     if args.check:
         from ..server.config import ledger_notice

@@ -63,7 +63,7 @@ def _need_dask():
         import distributed  # noqa: F401
     except ImportError:
         raise ParameterError("counting with a Dask scheduler needs dask and distributed: "
-                             "pip install 'dpgeo[dask]'") from None
+                             "pip install dask distributed") from None
 
 
 class dask_client:

@@ -112,6 +112,7 @@ import numpy as np
 import shapely
 
 from ..errors import ParameterError
+from ..grid import area_m2
 from ..noise import (
     RATE_MAX,
     RATE_MIN,
@@ -577,7 +578,7 @@ def kmeans_layer(x, y, *, area, k: int, epsilon: float, iterations: int = DEFAUL
             "dp_count": np.maximum(n_hat[keep], 0),
             "dp_count_low": np.maximum(n_hat[keep] - h, 0),
             "dp_count_high": np.maximum(n_hat[keep] + h, 0),
-            "area_m2": shapely.area(geoms).astype(float) if geoms.size else np.zeros(0),
+            "area_m2": area_m2(geoms),
             "centroid_x": C[keep, 0],
             "centroid_y": C[keep, 1],
         },

@@ -82,11 +82,11 @@ def test_release_is_charged_once_logged_and_readable_by_dpgeo_info(plugin, proce
 
     # `dpgeo info` on the file QGIS wrote prints the same metadata as for a file the command line writes
     text = _dpgeo_info(out)
-    for key, value in (("release_id", rec.release_id), ("dataset", "police stops 2017"),
-                       ("dataset_spent_epsilon", "1"), ("dataset_total_epsilon", "1.5"), ("epsilon", "1"),
-                       ("delta", "0"), ("differentially_private", "True")):
-        assert any(line.split(":")[0].strip() == key and line.split(":", 1)[1].strip() == value
-                   for line in text.splitlines()), (key, text)
+    rows = {line[2:26].strip(): line[26:].strip() for line in text.splitlines() if line.startswith("  ")}
+    for label, value in (("release id", rec.release_id), ("dataset", "police stops 2017"),
+                         ("dataset's ε spent", "1"), ("dataset's total ε", "1.5"), ("ε (privacy budget)", "1"),
+                         ("δ", "0 (pure ε-DP)"), ("differentially private", "yes: differentially private")):
+        assert rows.get(label) == value, (label, text)
     assert "DP-DBSCAN" in text
     assert json.loads(_dpgeo_info(out, "--json")) == meta
     from dpgeo.release import read_release

@@ -33,8 +33,8 @@ SENTINEL_COORD = "-93.2577123456"
 #: The exact number of records of the main private input (an unusual number, grepped for in logs and errors).
 N_PRIVATE = 4817
 
-pytest.importorskip("fastapi", reason="the service tests need the serve extra (pip install dpgeo[serve])")
-pytest.importorskip("uvicorn", reason="the service tests need the serve extra (pip install dpgeo[serve])")
+pytest.importorskip("fastapi", reason="the service tests need the serve extra (from the checkout: pip install -e '.[serve]')")
+pytest.importorskip("uvicorn", reason="the service tests need the serve extra (from the checkout: pip install -e '.[serve]')")
 
 
 def make_points(path, *, n=N_PRIVATE, seed=0, outside=False):
