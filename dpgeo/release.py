@@ -24,7 +24,6 @@ import json
 import os
 import secrets
 import warnings
-
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +31,18 @@ from .errors import BudgetWarning
 from .formats import output_driver
 from .io.files import read_layer_metadata, write_layer
 
-__all__ = ["Release", "ClusterLayer", "read_release", "format_metadata", "Charge", "start_charge", "dataset_key",
-           "IN_MEMORY_DATASET", "ledger_file", "run_protected_files"]
+__all__ = [
+    "IN_MEMORY_DATASET",
+    "Charge",
+    "ClusterLayer",
+    "Release",
+    "dataset_key",
+    "format_metadata",
+    "ledger_file",
+    "read_release",
+    "run_protected_files",
+    "start_charge",
+]
 
 #: The dataset key of in-memory inputs (arrays, GeoDataFrames) run without ``dataset=``.
 IN_MEMORY_DATASET = "unnamed in-memory data"
@@ -218,12 +227,19 @@ class Release:
     cells : object
         The released cell set (grid and per-cell cluster labels), e.g. for
         evaluation against labelled data.
+    levels : geopandas.GeoDataFrame or None
+        Spans without a radius (``auto``): the tree of clusters over all
+        density levels, nested polygons with ``level_id``, ``parent_id``,
+        ``level``, ``level_top``, ``stability``, ``cluster_id`` (the flat
+        map's cluster it is, if any), ``depth`` and the columns of ``layer``.
+        Same release, same ε. ``None`` for the other mechanisms.
     """
 
     layer: Any
     metadata: dict
     diagnostics: dict = field(default_factory=dict)
     cells: Any = None
+    levels: Any = None
     #: ``(what, path)`` of the files :meth:`to_file` must never replace (the private input, the study area,
     #: the ledger): kept here, never in the metadata.
     _protected: tuple = field(default=(), repr=False, compare=False)

@@ -104,8 +104,8 @@ def dbscan_spans(
     points,
     *,
     epsilon: float,
-    radius_m: float,
-    min_points: int,
+    radius_m: float | None = None,
+    min_points: int | None = None,
     domain=None,
     domain_crs=None,
     crs=None,
@@ -129,6 +129,7 @@ def dbscan_spans(
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
     max_memory_bytes=None,
+    fdr: float | None = None,
 ) -> Release:
     """ε-differentially private DBSCAN cluster spans as a polygon layer.
 
@@ -146,11 +147,16 @@ def dbscan_spans(
         engine), or ``(x, y, crs)``. Files are read in batches, never whole.
     epsilon : float
         Privacy budget ε (> 0). The whole run is ε-DP (δ = 0).
-    radius_m : float
+    radius_m : float, optional
         DBSCAN radius α in metres.
-    min_points : int
+    min_points : int, optional
         DBSCAN MinPts: a span must certainly hold cells whose α-neighbourhood
-        holds at least this many points.
+        holds at least this many points. Give both ``radius_m`` and
+        ``min_points``, or neither: then the run is **auto** — 5% of ε buys a
+        noisy total that fixes the cell width, the rest one histogram, and
+        the clusters are chosen over every density level of it
+        (:mod:`dpgeo.pipeline.auto`); the release then also has ``levels``,
+        the tree of clusters, and its layer a ``level`` per cluster.
     domain : bbox, polygon, GeoDataFrame, path or StudyArea
         The **public** study area. Points outside it are dropped.
     domain_crs : optional
@@ -236,6 +242,10 @@ def dbscan_spans(
         estimated (:mod:`dpgeo.resources`) to need more memory than this
         (bytes, or e.g. ``"8G"``); default ``$DPGEO_MAX_MEMORY``, else half
         the machine's memory.
+    fdr : float, optional
+        Auto only: the false-discovery rate of the floor (default 0.1): among
+        the cells a cluster may cover, the expected share whose
+        neighbourhood holds no point at all.
 
     Returns
     -------
@@ -251,7 +261,25 @@ def dbscan_spans(
     ...                          domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", seed=1)
     >>> len(res.layer), res.metadata["kappa"], res.metadata["differentially_private"]
     (1, 21, False)
+
+    Without ``radius_m`` and ``min_points`` (auto):
+
+    >>> res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), epsilon=1.0, domain=(0, 0, 2000, 2000),
+    ...                          domain_crs="EPSG:32615", seed=1)
+    >>> len(res.layer), res.metadata["mode"], list(res.levels.columns[:3])
+    (1, 'auto', ['level_id', 'parent_id', 'level'])
     """
+    if radius_m is None and min_points is None:
+        _check_auto_only(eta, histogram, gamma)
+        from .auto import auto_spans
+
+        return auto_spans(points, epsilon=epsilon, domain=domain, domain_crs=domain_crs, crs=crs, beta=beta, fdr=fdr,
+                          extent=extent, sensitivity=sensitivity, person=person,
+                          max_points_per_person=max_points_per_person, seed=seed, domain_from_data=domain_from_data,
+                          input_crs=input_crs, unattended=unattended, dataset=dataset, ledger=ledger,
+                          analyst=analyst, progress=progress, scheduler=scheduler, max_dense_cells=max_dense_cells,
+                          max_memory_bytes=max_memory_bytes)
+    _check_fixed_only(radius_m, min_points, fdr)
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
@@ -316,6 +344,24 @@ def dbscan_spans(
     return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans, _protected=protected)
 
 
+def _check_auto_only(eta, histogram, gamma):
+    """Settings of a run with a radius are refused without one (auto), rather than silently ignored."""
+    given = [name for name, v, default in (("eta", eta, 1.0), ("histogram", histogram, "auto"),
+                                           ("gamma", gamma, "laplace")) if v != default]
+    if given:
+        raise ParameterError(f"{', '.join(given)} set(s) the grid of a run with a radius; without radius_m and "
+                             "min_points (auto) the grid and thresholds are chosen from epsilon: leave them out")
+
+
+def _check_fixed_only(radius_m, min_points, fdr):
+    if radius_m is None or min_points is None:
+        raise ParameterError("give both radius_m and min_points, or neither (auto: the cell width and the density "
+                             "levels are then chosen from epsilon)")
+    if fdr is not None:
+        raise ParameterError("fdr sets the floor of a run without a radius (auto); with radius_m and min_points the "
+                             "core threshold is MinPts + Gamma")
+
+
 def _release_histogram(counts: CellCounts, *, kind, epsilon, sensitivity, theta, rng):
     """The ε-DP histogram of ``counts`` (dense, or sparse with threshold ``theta``)."""
     if kind == "dense":
@@ -328,8 +374,8 @@ def _release_histogram(counts: CellCounts, *, kind, epsilon, sensitivity, theta,
 def noise_preview(
     *,
     epsilon: float,
-    radius_m: float,
-    min_points: int,
+    radius_m: float | None = None,
+    min_points: int | None = None,
     domain,
     domain_crs=None,
     crs=None,
@@ -342,11 +388,15 @@ def noise_preview(
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
     max_memory_bytes=None,
+    n_points=None,
 ) -> dict:
     """What a DP-DBSCAN run would look like, from public parameters alone (spends no budget).
 
     Returns Γ, MinPts′ and the expected count error for the given ε, so a
-    budget can be chosen before any data is touched.
+    budget can be chosen before any data is touched. Without ``radius_m``
+    and ``min_points``: what an auto run would do
+    (:func:`dpgeo.pipeline.auto.auto_preview`: its cell width and smallest
+    cluster for ``n_points`` points, and the range of its lowest level).
 
     Returns
     -------
@@ -362,6 +412,13 @@ def noise_preview(
     >>> p["kappa"], p["count_error_95"]
     (21, 3)
     """
+    if radius_m is None and min_points is None:
+        _check_auto_only(eta, histogram, gamma)
+        from .auto import auto_preview
+
+        return auto_preview(epsilon=epsilon, domain=domain, domain_crs=domain_crs, crs=crs, sensitivity=sensitivity,
+                            n_points=n_points, max_dense_cells=max_dense_cells)
+    _check_fixed_only(radius_m, min_points, None)
     epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
         epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
     area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
