@@ -38,6 +38,12 @@ Usage::
     python benchmarks/utility_auto.py                      # all sets, ε 0.5/1/2, 5 seeds (~20 min on 2 cores)
     python benchmarks/utility_auto.py --eps 1 --sets sipu_r15,sipu_d31 --seeds 2
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1
+    python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1 --auto rho=0.7 --auto selection=leaf
+
+``--auto NAME=VALUE`` changes one setting of the mechanism
+(:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
+``selection``, ``extent``, ``min_mass_share``, ``total_share``): how its
+defaults were compared on the validation sets (``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -293,7 +299,8 @@ def run(args):
     names = set(args.sets.split(",")) if args.sets else None
     data = load_sets(names, args.synthetic)
     seeds = list(range(args.seeds))
-    out = {"settings": {"epsilons": args.eps, "seeds": seeds, "box_rule": public_box.__doc__}, "sets": {}}
+    out = {"settings": {"epsilons": args.eps, "seeds": seeds, "box_rule": public_box.__doc__, "auto": args.auto},
+           "sets": {}}
     t0 = time.perf_counter()
     for name, (x, y, lab) in data.items():
         box = public_box(x, y)
@@ -306,7 +313,8 @@ def run(args):
         cache = {}
         for eps in args.eps:
             e = rec["eps"][str(eps)] = {}
-            e["auto"] = float(np.mean([adjusted_rand_index(lab, auto_labels(x, y, box, eps, s)) for s in seeds]))
+            e["auto"] = float(np.mean([adjusted_rand_index(lab, auto_labels(x, y, box, eps, s, **args.auto))
+                                       for s in seeds]))
             if grid:
                 scores = [float(np.mean([adjusted_rand_index(lab, dbscan_labels(x, y, box, eps, s, r, m, cache))
                                          for s in seeds])) for r, m in grid]
@@ -362,6 +370,14 @@ def report(out):
     return "\n".join(lines)
 
 
+def _setting(text):
+    name, _, value = text.partition("=")
+    try:
+        return name, float(value)
+    except ValueError:
+        return name, value
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=float, nargs="+", default=[0.5, 1.0, 2.0])
@@ -369,8 +385,11 @@ def main(argv=None):
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: all)")
     ap.add_argument("--synthetic", action="store_true", help="add the synthetic validation battery")
     ap.add_argument("--no-oracle", action="store_true", help="skip the best-of-grid DP-DBSCAN (the slow part)")
+    ap.add_argument("--auto", action="append", default=[], metavar="NAME=VALUE",
+                    help="a setting of the auto mechanism to change (repeatable)")
     ap.add_argument("--json", default=None, help="also write all numbers to this file")
     args = ap.parse_args(argv)
+    args.auto = dict(_setting(a) for a in args.auto)
     import dpgeo
 
     warnings.simplefilter("ignore", dpgeo.NotPrivateWarning)  # seeded runs: benchmarks only

@@ -225,7 +225,7 @@ def test_preview_says_what_auto_will_do():
     small, large = p["by_points"]
     assert small["cell_width_m"] > large["cell_width_m"]
     assert small["smallest_cluster_points"] >= small["floor_level_range"][0]
-    assert large["smallest_cluster_points"] >= 1000  # 1% of the points
+    assert large["smallest_cluster_points"] >= 316  # the square root of the points
     lo, hi = small["floor_level_range"]
     assert 0 < lo <= hi
 

@@ -228,7 +228,7 @@ def test_density_levels_on_two_blobs_and_a_background():
     mass = np.bincount(clusters.label, weights=h.lookup(clusters.cell_id))[1:]
     assert clusters.n_clusters >= 2 and np.sort(mass)[-2] > 400  # the two blobs ...
     assert np.sort(mass)[:-2].sum() < 100  # ... and at most a few clumps of the background
-    assert st_["min_cluster_mass"] == pytest.approx(max(2 * st_["noise_sd_of_level"], 15.0))
+    assert st_["min_cluster_mass"] == pytest.approx(max(2 * st_["noise_sd_of_level"], math.sqrt(1500)))
     assert st_["floor_fdr"] == 0.1 and st_["n_floor_cells"] > 0
     big = np.argsort(mass)[-2:] + 1
     centres = sorted((np.mean(g.cell_xy(clusters.cell_id[clusters.label == k])[0]) + 0.5) * 20 for k in big)

@@ -74,12 +74,12 @@ __all__ = [
 BOX_OFFSETS = np.array([(dx, dy) for dy in (-1, 0, 1) for dx in (-1, 0, 1)], dtype=np.int64)
 #: Default false-discovery rate of the floor (the share of shown cells whose neighbourhood is truly empty).
 DEFAULT_FDR = 0.1
-#: A cluster holds at least this many standard deviations of one neighbourhood sum's noise, in noisy points.
+#: A cluster holds at least this many standard deviations of one neighbourhood sum's noise, in noisy points ...
 MIN_MASS_SD = 2.0
 #: ... and rises at least this many standard deviations above the level where it joins its sibling.
 MIN_PROMINENCE_SD = 1.0
-#: ... and holds at least this share of the noisy total (the map's scale; 0 with no total given).
-MIN_MASS_SHARE = 0.01
+#: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
+MIN_MASS_SHARE = "sqrt"
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
 EXTENTS = ("grown", "core")
 #: ``eom``: the clusters of greatest excess of mass (HDBSCAN's default); ``leaf``: the clusters that do not split.
@@ -596,6 +596,23 @@ def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -
     return out
 
 
+def scale_mass(n_hat, rule=MIN_MASS_SHARE) -> float:
+    """The map's scale: the fewest noisy points of a cluster given the noisy total (0 without one).
+
+    ``rule`` is ``"sqrt"`` (``√n̂``: at most about ``√n̂`` clusters of ``√n̂``
+    points) or a share of ``n̂``.
+
+    Examples
+    --------
+    >>> scale_mass(10_000, "sqrt"), scale_mass(10_000, 0.01), scale_mass(None)
+    (100.0, 100.0, 0.0)
+    """
+    if n_hat is None:
+        return 0.0
+    n = max(float(n_hat), 0.0)
+    return math.sqrt(n) if rule == "sqrt" else float(rule) * n
+
+
 def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: float | None = None,
                    min_mass: float | None = None, min_prominence: float | None = None, extent: str = "grown",
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
@@ -610,14 +627,15 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         False-discovery rate of the floor (:func:`fdr_cells`).
     n_hat : float, optional
         A DP estimate of the number of points; with it the smallest cluster
-        also holds :data:`MIN_MASS_SHARE` of them.
+        also holds ``√n̂`` of them (:func:`scale_mass`).
     min_mass, min_prominence : float, optional
-        Override the defaults ``max(2σ, 1% n̂)`` and ``σ``, where ``σ`` is the
+        Override the defaults ``max(2σ, √n̂)`` and ``σ``, where ``σ`` is the
         standard deviation of one 3×3 sum's noise.
     extent : {"grown", "core"}
     selection : {"eom", "leaf"}
-    min_mass_share : float
-        The share of ``n_hat`` the smallest cluster holds (the map's scale).
+    min_mass_share : "sqrt" or float
+        The map's scale (:func:`scale_mass`): the smallest cluster holds
+        ``√n̂`` points, or this share of ``n̂``.
     max_thresholds : int
 
     Returns
@@ -644,7 +662,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     sums = box_sums(hist)
     sd = sum_noise_sd(hist.q)
     if min_mass is None:
-        min_mass = max(MIN_MASS_SD * sd, min_mass_share * float(n_hat) if n_hat is not None else 0.0)
+        min_mass = max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
     if min_prominence is None:
         min_prominence = MIN_PROMINENCE_SD * sd
     cells, p_cut = fdr_cells(hist, sums, fdr)

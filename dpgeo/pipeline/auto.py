@@ -24,6 +24,7 @@ from ..mechanisms.levels import (
     MIN_MASS_SD,
     MIN_MASS_SHARE,
     MIN_PROMINENCE_SD,
+    scale_mass,
     sum_noise_sd,
 )
 from ..mechanisms.resolution import MAX_FINE_CELLS, TOTAL_SHARE, auto_budget, fine_width
@@ -230,7 +231,7 @@ def auto_preview(*, epsilon, domain, domain_crs=None, crs=None, fdr=None, sensit
         m = max(1, round(area.polygon.area / width ** 2))
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: BH with signal everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
-        smallest = max(z_one + 1, MIN_MASS_SD * sd, MIN_MASS_SHARE * n)
+        smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1]})
