@@ -12,6 +12,7 @@ so that ``ε₀ + ε₁ ≤ ε`` exactly) for the histogram; nothing else is rel
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -71,6 +72,12 @@ class AutoSpans:
     factor: int
     clusters: LevelClusters
     settings: dict = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=256)
+def _gamma_all_levels(q: float, n_cells: int, beta: float) -> int:
+    """Γ: with probability ``1 - β`` every 3×3 sum of the ``n_cells`` cells is within Γ of its true value."""
+    return sum_abs_bound(9, q, beta / n_cells)
 
 
 def auto_plan(area, fine_w: float, n_hat: float, *, epsilon_histogram: float, sensitivity: int = 1,
@@ -151,7 +158,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
                                         min_mass_share=min_mass_share)
     q = discrete_laplace_q(eps1, sensitivity)
-    gamma = sum_abs_bound(9, q, beta / grid.n_cells)
+    gamma = _gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), "
                            "spread over the study area's area",

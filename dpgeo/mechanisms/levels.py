@@ -39,6 +39,7 @@ parameters, so the output has the histogram's ε.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -124,6 +125,7 @@ def _neighbours_in_universe(grid: Grid) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def _tail_table(k: int, q: float) -> np.ndarray | None:
     """``T[s] = Pr[N ≥ s]`` for ``s = 0, 1, ...`` (N the sum of ``k`` noises), or None where too large.
 
@@ -143,7 +145,9 @@ def _tail_table(k: int, q: float) -> np.ndarray | None:
     pos = dist[:top + 1]  # Pr[N = 0..top]
     tail = np.cumsum(pos[::-1])[::-1]  # Pr[top >= N >= s] ~ Pr[N >= s] for s >= 1
     tail[0] = 0.5 * (1.0 + pos[0])  # Pr[N >= 0] by symmetry
-    return np.minimum(tail, 1.0)
+    tail = np.minimum(tail, 1.0)
+    tail.setflags(write=False)  # shared by the cache
+    return tail
 
 
 def _p_values(sums: np.ndarray, kappa: np.ndarray, q: float) -> np.ndarray:
