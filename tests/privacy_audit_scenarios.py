@@ -38,11 +38,11 @@ from dpgeo.grid import Grid, cell_width_for_radius, neighbourhood_offsets
 from dpgeo.mechanisms import auto as m_auto
 from dpgeo.mechanisms import dbscan
 from dpgeo.mechanisms import wavecluster as wc
+from dpgeo.mechanisms.resolution import fine_grid
 from dpgeo.mechanisms.wavecluster import _checks as m_checks
 from dpgeo.mechanisms.wavecluster import privqt as m_privqt
 from dpgeo.mechanisms.wavecluster import privthr as m_privthr
 from dpgeo.mechanisms.wavecluster import privthr_em as m_privthr_em
-from dpgeo.mechanisms.resolution import fine_grid
 from dpgeo.mechanisms.wavecluster import transform as m_transform
 from privacy_audit import Scenario
 
