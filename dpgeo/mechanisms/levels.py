@@ -44,14 +44,14 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import coo_matrix
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
 from ..grid import Grid
 from ..histogram import NoisyHistogram
 from ..noise import discrete_laplace_variance, gamma_difference_sf, interval_fft_size
-from .dbscan import _offset_pairs, grow_spans, neighbourhood_sums
+from .dbscan import _offset_pairs, neighbourhood_sums
 
 __all__ = [
     "BOX_OFFSETS",
@@ -257,6 +257,8 @@ class LevelTree:
     node_parent : numpy.ndarray
         The node it merges into as the threshold falls (-1: a root, one of the
         components of the lowest threshold).
+    pairs : tuple of numpy.ndarray
+        Index pairs of adjacent cells (for growing the clusters).
     """
 
     grid: Grid
@@ -267,15 +269,46 @@ class LevelTree:
     cell_node: np.ndarray
     node_level: np.ndarray
     node_parent: np.ndarray
+    pairs: tuple = field(default=None, repr=False)
 
     @property
     def n_nodes(self) -> int:
         return int(self.node_level.size)
 
 
-def build_level_tree(grid: Grid, cell_id, value, count, *, offsets=BOX_OFFSETS,
+def adjacent_pairs(grid: Grid, cell_id: np.ndarray, offsets=BOX_OFFSETS):
+    """Index pairs ``(i, j)`` of ``cell_id`` (sorted) that are neighbours (each pair once, int64)."""
+    a_list, b_list = [], []
+    for a, b, _ in _offset_pairs(grid, cell_id, offsets):
+        a_list.append(a)
+        b_list.append(b)
+    if not a_list:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z.copy()
+    return np.concatenate(a_list).astype(np.int64), np.concatenate(b_list).astype(np.int64)
+
+
+def _find(root: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Union-find roots of ``x`` (vectorised; compresses the paths of ``x``)."""
+    r = root[x]
+    while True:
+        rr = root[r]
+        if np.array_equal(rr, r):
+            break
+        r = rr
+    root[x] = r
+    return r
+
+
+def build_level_tree(grid: Grid, cell_id, value, count, *, offsets=BOX_OFFSETS, pairs=None,
                      max_thresholds: int = MAX_THRESHOLDS) -> LevelTree:
     """Components of ``{S̃ ≥ t}`` for every threshold ``t``, as a tree (one sweep from the top).
+
+    A union-find over the cells, fed one threshold at a time from the highest:
+    the cells and adjacencies that appear at a threshold are joined to the
+    components above it (one ``scipy`` connected-components call on the
+    components they touch). Every cell and every adjacency is handled once:
+    O((cells + adjacencies)·α) after sorting, in numpy.
 
     Parameters
     ----------
@@ -288,6 +321,8 @@ def build_level_tree(grid: Grid, cell_id, value, count, *, offsets=BOX_OFFSETS,
         Their released counts (carried along for the masses).
     offsets : numpy.ndarray
         Adjacency of cells (default 8 neighbours).
+    pairs : tuple of numpy.ndarray, optional
+        The adjacent pairs (:func:`adjacent_pairs`), if already known.
     max_thresholds : int
         Every distinct value is a threshold when there are at most this many,
         else this many geometrically spaced ones (merges within one step of
@@ -313,68 +348,63 @@ def build_level_tree(grid: Grid, cell_id, value, count, *, offsets=BOX_OFFSETS,
     n = cell_id.size
     empty = np.zeros(0, dtype=np.int64)
     if n == 0:
-        return LevelTree(grid, cell_id, value, count, empty, empty, empty, empty)
+        return LevelTree(grid, cell_id, value, count, empty, empty, empty, empty, (empty, empty))
     thr = _thresholds(value, max_thresholds)
     lev = np.searchsorted(thr, value, side="right") - 1  # index of the highest threshold the cell reaches
-    a_list, b_list = [], []
-    for a, b, _ in _offset_pairs(grid, cell_id, offsets):
-        a_list.append(a)
-        b_list.append(b)
-    ea = np.concatenate(a_list).astype(np.int64) if a_list else empty
-    eb = np.concatenate(b_list).astype(np.int64) if b_list else empty
+    ea, eb = adjacent_pairs(grid, cell_id, offsets) if pairs is None else pairs
     elev = np.minimum(lev[ea], lev[eb])
     n_lev = thr.size
-    # cells and edges grouped by the level where they appear (from the top)
+    # cells and adjacencies grouped by the threshold where they appear, from the top
     c_order = np.argsort(-lev, kind="stable")
     c_bounds = np.searchsorted(-lev[c_order], -np.arange(n_lev - 1, -2, -1), side="left")
     e_order = np.argsort(-elev, kind="stable")
     e_bounds = np.searchsorted(-elev[e_order], -np.arange(n_lev - 1, -2, -1), side="left")
+    del elev
 
-    comp = np.full(n, -1, dtype=np.int64)  # component label of present cells at the current level
-    present = empty
-    node_of_comp = empty  # node of each current component
+    root = np.arange(n, dtype=np.int64)  # union-find over cells; a root stands for its component
+    node_of = np.full(n, -1, dtype=np.int64)  # the tree node of each root's component
     cell_node = np.full(n, -1, dtype=np.int64)
     node_level, node_parent = [], []
     n_nodes = 0
     for step, j in enumerate(range(n_lev - 1, -1, -1)):
         new = c_order[c_bounds[step]:c_bounds[step + 1]]
         edges = e_order[e_bounds[step]:e_bounds[step + 1]]
-        k_old = node_of_comp.size
-        comp[new] = k_old + np.arange(new.size)
-        total = k_old + new.size
         if edges.size:
-            la, lb = comp[ea[edges]], comp[eb[edges]]
-            graph = coo_matrix((np.ones(la.size, dtype=np.int8), (la, lb)), shape=(total, total))
+            ra, rb = _find(root, ea[edges]), _find(root, eb[edges])
+            roots, inv = np.unique(np.concatenate([ra, rb, new]), return_inverse=True)
+            m = edges.size
+            graph = csr_matrix((np.ones(m, dtype=bool), (inv[:m], inv[m:2 * m])), shape=(roots.size, roots.size))
             n_comp, lab = connected_components(graph, directed=False)
+            new_lab = lab[inv[2 * m:]]
         else:
-            n_comp, lab = total, np.arange(total)
-        # how many components of the level above each new component contains
-        n_old = np.bincount(lab[:k_old], minlength=n_comp)
-        new_node = np.full(n_comp, -1, dtype=np.int64)
-        cont = n_old[lab[:k_old]] == 1  # a component that only grew keeps its node
-        new_node[lab[:k_old][cont]] = node_of_comp[cont]
+            roots = new
+            n_comp, lab = new.size, np.arange(new.size)
+            new_lab = lab
+        if roots.size == 0:
+            continue
+        old = node_of[roots] >= 0  # components that existed above this threshold
+        n_old = np.bincount(lab[old], minlength=n_comp)
+        group_node = np.full(n_comp, -1, dtype=np.int64)
+        cont = old & (n_old[lab] == 1)  # a component that only grew keeps its node
+        group_node[lab[cont]] = node_of[roots[cont]]
         fresh = np.flatnonzero(n_old != 1)  # a new peak (no old part) or a merge (two or more)
-        new_node[fresh] = n_nodes + np.arange(fresh.size)
+        group_node[fresh] = n_nodes + np.arange(fresh.size)
         node_level.append(np.full(fresh.size, j, dtype=np.int64))
-        parents = np.full(fresh.size, -1, dtype=np.int64)
-        node_parent.append(parents)
-        merged = ~cont
-        if merged.any():  # old nodes that merged: their parent is the node of their new component
-            old_nodes = node_of_comp[merged]
-            pending = new_node[lab[:k_old][merged]]
-            node_parent_fix = (old_nodes, pending)
-        else:
-            node_parent_fix = None
+        node_parent.append(np.full(fresh.size, -1, dtype=np.int64))
         n_nodes += fresh.size
-        if node_parent_fix is not None:
-            _set_parents(node_parent, node_parent_fix)
-        present = np.concatenate([present, new]) if new.size else present
-        comp[present] = lab[comp[present]]
-        cell_node[new] = new_node[comp[new]]
-        node_of_comp = new_node
+        merged = old & ~cont
+        if merged.any():  # nodes of components that merged: their parent is the new node
+            _set_parents(node_parent, (node_of[roots[merged]], group_node[lab[merged]]))
+        # one representative root per component
+        rep = np.full(n_comp, -1, dtype=np.int64)
+        np.maximum.at(rep, lab, roots)
+        root[roots] = rep[lab]
+        node_of[roots] = -1
+        node_of[rep] = group_node
+        cell_node[new] = group_node[new_lab]
     node_level = np.concatenate(node_level) if node_level else empty
     node_parent = np.concatenate(node_parent) if node_parent else empty
-    return LevelTree(grid, cell_id, value, count, thr, cell_node, node_level, node_parent)
+    return LevelTree(grid, cell_id, value, count, thr, cell_node, node_level, node_parent, (ea, eb))
 
 
 def _set_parents(chunks, fix):
@@ -571,7 +601,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     label = member[tree.cell_node] + 1
     core = label > 0
     if extent == "grown" and core.any():
-        label = grow_spans(tree.grid, tree.cell_id, core, label[core], offsets)
+        pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(tree.grid, tree.cell_id, offsets)
+        label = grow_labels(tree.cell_id.size, pairs, label)
     inside = label > 0
     # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
     flat = np.zeros(starts.size, dtype=np.int64)
@@ -581,6 +612,49 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     return LevelClusters(tree, tree.cell_id[inside], label[inside], int(chosen_nodes.size),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
                          _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
+
+
+def grow_labels(n: int, pairs, label: np.ndarray) -> np.ndarray:
+    """Every cell reached from a labelled one takes the label of the nearest (fewest steps between
+    adjacent cells; ties by the breadth-first order); labelled cells keep theirs, labels never merge.
+
+    One breadth-first search from a virtual source joined to every labelled
+    cell (``scipy.sparse.csgraph.breadth_first_order``), then each cell takes
+    the label of the labelled cell its search path starts from (pointer
+    jumping). O(cells + adjacencies).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, b = np.arange(6), np.arange(1, 7)            # a row of 7 cells
+    >>> grow_labels(7, (a, b), np.array([1, 0, 0, 0, 0, 0, 2])).tolist()
+    [1, 1, 1, 1, 2, 2, 2]
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    label = np.asarray(label, dtype=np.int64)
+    seeds = np.flatnonzero(label > 0)
+    if seeds.size == 0 or seeds.size == n:
+        return label.copy()
+    a, b = pairs
+    src = np.full(seeds.size, n, dtype=np.int64)
+    rows = np.concatenate([a, b, src])
+    cols = np.concatenate([b, a, seeds])
+    g = csr_matrix((np.ones(rows.size, dtype=bool), (rows, cols)), shape=(n + 1, n + 1))
+    _, pred = breadth_first_order(g, n, directed=True, return_predecessors=True)
+    # jump along the predecessors until a labelled cell (or the source: unreached) is met
+    up = np.where(label > 0, np.arange(n), pred[:n])
+    up = np.where(up < 0, n, up)
+    up = np.r_[up, n]
+    stop = np.r_[label > 0, True]
+    while True:
+        nxt = np.where(stop[up], up, up[up])
+        if np.array_equal(nxt, up):
+            break
+        up = nxt
+    out = np.r_[label, 0][up[:n]]
+    return out
 
 
 def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -> list:
