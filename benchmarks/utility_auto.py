@@ -380,7 +380,7 @@ def report(out):
 def _setting(text):
     name, _, value = text.partition("=")
     try:
-        return name, float(value)
+        return name, (int(value) if value.isdigit() else float(value))
     except ValueError:
         return name, value
 

@@ -239,10 +239,18 @@ class Release:
     metadata: dict
     diagnostics: dict = field(default_factory=dict)
     cells: Any = None
-    levels: Any = None
+    #: the levels layer, or a function that builds it on first use (its polygons can take seconds)
+    _levels: Any = field(default=None, repr=False, compare=False)
     #: ``(what, path)`` of the files :meth:`to_file` must never replace (the private input, the study area,
     #: the ledger): kept here, never in the metadata.
     _protected: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def levels(self):
+        """The tree of levels (``auto`` only, else None), built on first use: same release, same ε."""
+        if callable(self._levels):
+            self._levels = self._levels()
+        return self._levels
 
     @property
     def differentially_private(self) -> bool:

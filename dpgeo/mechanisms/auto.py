@@ -27,6 +27,7 @@ from ..noise import (
 )
 from .levels import (
     DEFAULT_FDR,
+    GROW_STEPS,
     MIN_MASS_SHARE,
     LevelClusters,
     density_levels,
@@ -100,7 +101,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      sensitivity: int = 1, fdr: float = DEFAULT_FDR, extent: str = "grown",
                      total_share: float = TOTAL_SHARE, rho: float = POINTS_PER_NOISE_SD,
                      max_cells: int = DEFAULT_MAX_DENSE_CELLS, beta: float = 0.05, selection: str = "eom",
-                     min_mass_share: float = MIN_MASS_SHARE) -> AutoSpans:
+                     min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -117,7 +118,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         Randomness of both noises (a seed makes the output not private).
     sensitivity : int
         Points per record (or per person).
-    fdr, extent, selection, min_mass_share
+    fdr, extent, selection, min_mass_share, grow_steps
         As for :func:`dpgeo.mechanisms.levels.density_levels`.
     total_share, rho, max_cells
         The budget share of ``n̂``, the points per noise standard deviation of
@@ -156,7 +157,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
     del ids, counts
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
-                                        min_mass_share=min_mass_share)
+                                        min_mass_share=min_mass_share, grow_steps=grow_steps)
     q = discrete_laplace_q(eps1, sensitivity)
     gamma = _gamma_all_levels(q, grid.n_cells, beta)
     settings.update({

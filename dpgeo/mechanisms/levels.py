@@ -29,9 +29,11 @@ parameters only; no budget is spent here. The steps:
    which it stays in the cluster) are chosen, never two nested ones, and never
    the root (the whole of the kept cells).
 5. **Extent.** ``core``: a chosen cluster is its component at the level where
-   it separates (its birth). ``grown`` (default): the kept cells are then
-   shared out among the chosen clusters, each cell going to the one nearest
-   to it along paths of kept cells (clusters never merge).
+   it separates (its birth). ``grown`` (default): each chosen cluster then
+   takes the kept cells up to :data:`GROW_STEPS` steps away, a cell going to
+   the nearest cluster (clusters never merge) — the fringe that the 3×3
+   kernel and the noise blur, as DBSCAN's border points are the fringe of its
+   core points.
 
 Everything is a function of the released counts, the grid and the public
 parameters, so the output has the histogram's ε.
@@ -85,6 +87,8 @@ MIN_MASS_SHARE = "sqrt"
 EXTENTS = ("grown", "core")
 #: ``eom``: the clusters of greatest excess of mass (HDBSCAN's default); ``leaf``: the clusters that do not split.
 SELECTIONS = ("eom", "leaf")
+#: ``grown``: a chosen cluster takes the floor's cells at most this many steps (8 neighbours) from it.
+GROW_STEPS = 2
 #: Thresholds of the tree: every distinct released value up to this many, else this many spaced geometrically.
 MAX_THRESHOLDS = 512
 
@@ -212,14 +216,20 @@ def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
     uni = hist.cell_id if hist.kind == "dense" else g.universe_ids()
     s = sums.ravel()[uni]
     kappa = _neighbours_in_universe(g).ravel()[uni]
-    p = _p_values(s, kappa, hist.q)
-    m = p.size
-    order = np.argsort(p, kind="stable")
-    ok = np.flatnonzero(p[order] <= fdr * np.arange(1, m + 1) / m)
+    # p-values take one value per (κ, sum): sort those distinct values, not the m cells
+    key = (kappa.astype(np.int64) << 40) + (s - s.min())
+    ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    first = np.zeros(ukey.size, dtype=np.int64)
+    first[inv] = np.arange(inv.size)
+    pu = _p_values(s[first], kappa[first], hist.q)
+    m = s.size
+    order = np.argsort(pu, kind="stable")
+    rank = np.cumsum(cnt[order])  # cells with a p-value <= pu[order[i]] (ties counted fully)
+    ok = np.flatnonzero(pu[order] <= fdr * rank / m)
     if ok.size == 0:
         return np.zeros(0, dtype=np.int64), 0.0
-    p_cut = float(p[order[ok[-1]]])
-    return uni[p <= p_cut], p_cut
+    p_cut = float(pu[order[ok[-1]]])
+    return uni[(pu <= p_cut)[inv]], p_cut
 
 
 def _thresholds(values: np.ndarray, max_thresholds: int = MAX_THRESHOLDS) -> np.ndarray:
@@ -288,6 +298,26 @@ def adjacent_pairs(grid: Grid, cell_id: np.ndarray, offsets=BOX_OFFSETS):
     return np.concatenate(a_list).astype(np.int64), np.concatenate(b_list).astype(np.int64)
 
 
+def _group_desc(level: np.ndarray, n_lev: int):
+    """Indices ordered by ``level`` from the highest, and the bounds of each level's group."""
+    small = (n_lev - 1 - level).astype(np.int16 if n_lev < (1 << 15) else np.int64)
+    order = np.argsort(small, kind="stable")
+    bounds = np.searchsorted(small[order], np.arange(n_lev + 1), side="left")
+    return order, bounds
+
+
+def _dedupe(ids: np.ndarray, slot: np.ndarray):
+    """``(unique ids, index of each id among them)`` without sorting; ``slot`` is scratch (all -1 after)."""
+    k = ids.size
+    slot[ids] = np.arange(k)  # the last occurrence of each id wins
+    last = slot[ids] == np.arange(k)
+    uniq = ids[last]
+    rank = np.cumsum(last) - 1
+    inv = rank[slot[ids]]
+    slot[ids] = -1
+    return uniq, inv
+
+
 def _find(root: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Union-find roots of ``x`` (vectorised; compresses the paths of ``x``)."""
     r = root[x]
@@ -354,12 +384,12 @@ def build_level_tree(grid: Grid, cell_id, value, count, *, offsets=BOX_OFFSETS, 
     ea, eb = adjacent_pairs(grid, cell_id, offsets) if pairs is None else pairs
     elev = np.minimum(lev[ea], lev[eb])
     n_lev = thr.size
-    # cells and adjacencies grouped by the threshold where they appear, from the top
-    c_order = np.argsort(-lev, kind="stable")
-    c_bounds = np.searchsorted(-lev[c_order], -np.arange(n_lev - 1, -2, -1), side="left")
-    e_order = np.argsort(-elev, kind="stable")
-    e_bounds = np.searchsorted(-elev[e_order], -np.arange(n_lev - 1, -2, -1), side="left")
+    # cells and adjacencies grouped by the threshold where they appear, from the top (a stable sort of
+    # small integers: numpy's radix sort, linear)
+    c_order, c_bounds = _group_desc(lev, n_lev)
+    e_order, e_bounds = _group_desc(elev, n_lev)
     del elev
+    slot = np.full(n, -1, dtype=np.int64)  # scratch: position of a root among this threshold's roots
 
     root = np.arange(n, dtype=np.int64)  # union-find over cells; a root stands for its component
     node_of = np.full(n, -1, dtype=np.int64)  # the tree node of each root's component
@@ -371,7 +401,7 @@ def build_level_tree(grid: Grid, cell_id, value, count, *, offsets=BOX_OFFSETS, 
         edges = e_order[e_bounds[step]:e_bounds[step + 1]]
         if edges.size:
             ra, rb = _find(root, ea[edges]), _find(root, eb[edges])
-            roots, inv = np.unique(np.concatenate([ra, rb, new]), return_inverse=True)
+            roots, inv = _dedupe(np.concatenate([ra, rb, new]), slot)
             m = edges.size
             graph = csr_matrix((np.ones(m, dtype=bool), (inv[:m], inv[m:2 * m])), shape=(roots.size, roots.size))
             n_comp, lab = connected_components(graph, directed=False)
@@ -463,7 +493,8 @@ def _by_level(tree: LevelTree, ascending: bool):
 
 
 def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
-                    selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None) -> LevelClusters:
+                    selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
+                    grow_steps: int | None = GROW_STEPS) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -477,8 +508,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         least this much (noisy points per 3×3 cells).
     extent : {"grown", "core"}
         ``core``: each chosen cluster is its component at the level where it
-        separates. ``grown``: the tree's cells are then shared out among the
-        chosen clusters by nearness along paths of the tree's cells.
+        separates. ``grown``: each then takes the tree's cells at most
+        ``grow_steps`` steps from it, the nearest cluster first, never merging.
     selection : {"eom", "leaf"}
         ``eom``: the clusters of greatest excess of mass, never two nested
         ones. ``leaf``: every cluster that does not split further.
@@ -487,6 +518,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     base_level : float, optional
         The level of the root, where the components of the lowest threshold
         are born (default ``t_0 - 1``).
+    grow_steps : int or None
+        How far ``grown`` reaches (None: every cell connected to a cluster).
 
     Returns
     -------
@@ -602,7 +635,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     core = label > 0
     if extent == "grown" and core.any():
         pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(tree.grid, tree.cell_id, offsets)
-        label = grow_labels(tree.cell_id.size, pairs, label)
+        label = grow_labels(tree.cell_id.size, pairs, label, steps=grow_steps)
     inside = label > 0
     # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
     flat = np.zeros(starts.size, dtype=np.int64)
@@ -614,14 +647,16 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                          _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
 
 
-def grow_labels(n: int, pairs, label: np.ndarray) -> np.ndarray:
+def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> np.ndarray:
     """Every cell reached from a labelled one takes the label of the nearest (fewest steps between
-    adjacent cells; ties by the breadth-first order); labelled cells keep theirs, labels never merge.
+    adjacent cells); labelled cells keep theirs, labels never merge.
 
-    One breadth-first search from a virtual source joined to every labelled
-    cell (``scipy.sparse.csgraph.breadth_first_order``), then each cell takes
-    the label of the labelled cell its search path starts from (pointer
-    jumping). O(cells + adjacencies).
+    With ``steps``: that many rounds of dilation, a cell reached by two labels
+    in the same round taking the larger (O(steps × adjacencies)). Without: one
+    breadth-first search from a virtual source joined to every labelled cell
+    (``scipy.sparse.csgraph.breadth_first_order``; ties by its order), then
+    each cell takes the label its search path starts from (pointer jumping),
+    O(cells + adjacencies).
 
     Examples
     --------
@@ -629,6 +664,8 @@ def grow_labels(n: int, pairs, label: np.ndarray) -> np.ndarray:
     >>> a, b = np.arange(6), np.arange(1, 7)            # a row of 7 cells
     >>> grow_labels(7, (a, b), np.array([1, 0, 0, 0, 0, 0, 2])).tolist()
     [1, 1, 1, 1, 2, 2, 2]
+    >>> grow_labels(7, (a, b), np.array([1, 0, 0, 0, 0, 0, 2]), steps=2).tolist()
+    [1, 1, 1, 0, 2, 2, 2]
     """
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import breadth_first_order
@@ -638,6 +675,18 @@ def grow_labels(n: int, pairs, label: np.ndarray) -> np.ndarray:
     if seeds.size == 0 or seeds.size == n:
         return label.copy()
     a, b = pairs
+    if steps is not None:  # at most this many steps from a labelled cell: one dilation per step
+        out = label.copy()
+        for _ in range(int(steps)):
+            la, lb = out[a], out[b]
+            grow_b, grow_a = (la > 0) & (lb == 0), (lb > 0) & (la == 0)
+            if not (grow_a.any() or grow_b.any()):
+                break
+            nxt = out.copy()
+            np.maximum.at(nxt, b[grow_b], la[grow_b])  # ties: the larger label (deterministic)
+            np.maximum.at(nxt, a[grow_a], lb[grow_a])
+            out = nxt
+        return out
     src = np.full(seeds.size, n, dtype=np.int64)
     rows = np.concatenate([a, b, src])
     cols = np.concatenate([b, a, seeds])
@@ -694,6 +743,7 @@ def scale_mass(n_hat, rule=MIN_MASS_SHARE) -> float:
 def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: float | None = None,
                    min_mass: float | None = None, min_prominence: float | None = None, extent: str = "grown",
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
+                   grow_steps: int | None = GROW_STEPS,
                    max_thresholds: int = MAX_THRESHOLDS):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
@@ -711,6 +761,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         standard deviation of one 3×3 sum's noise.
     extent : {"grown", "core"}
     selection : {"eom", "leaf"}
+    grow_steps : int or None
+        How far ``grown`` reaches (default :data:`GROW_STEPS`; None: every
+        connected cell of the floor).
     min_mass_share : "sqrt" or float
         The map's scale (:func:`scale_mass`): the smallest cluster holds
         ``√n̂`` points, or this share of ``n̂``.
@@ -751,7 +804,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     floor = float(value[full].min()) if full.any() else (float(value.min()) if value.size else None)
     tree = build_level_tree(hist.grid, cells, value, hist.lookup(cells), max_thresholds=max_thresholds)
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
-                               selection=selection, base_level=None if floor is None else floor - 1.0)
+                               selection=selection, base_level=None if floor is None else floor - 1.0,
+                               grow_steps=grow_steps)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -766,6 +820,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_prominence": float(min_prominence),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
-        "extent": extent,
+        "extent": extent if extent == "core" else
+        f"grown: up to {grow_steps} cells around each cluster" if grow_steps is not None else "grown: whole floor",
     }
     return clusters, settings

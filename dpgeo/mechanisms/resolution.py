@@ -187,6 +187,8 @@ def coarsen_counts(fine: Grid, cell_id: np.ndarray, count: np.ndarray, coarse: G
     """
     from ..counting.accumulate import sum_by_id
 
+    if factor == 1 and (coarse.nx, coarse.ny) == (fine.nx, fine.ny):  # the same cells: nothing to add up
+        return np.asarray(cell_id, dtype=np.int64), np.asarray(count, dtype=np.int64)
     ix, iy = fine.cell_xy(np.asarray(cell_id, dtype=np.int64))
     cx, cy = ix // factor, iy // factor
     ok = (cx < coarse.nx) & (cy < coarse.ny)

@@ -124,7 +124,6 @@ def auto_spans(points, *, epsilon, domain=None, domain_crs=None, crs=None, beta=
         layer = cluster_polygons(grid, cl.cell_id, cl.label, hist.lookup(cl.cell_id), q=hist.q)
         layer.insert(1, "level", cl.cluster_level)
         layer.insert(2, "level_top", cl.cluster_top)
-        levels = levels_layer(grid, hist, cl)
         md = base_metadata(method="dbscan_spans", mechanism=AUTO_MECHANISM, epsilon=epsilon, area=grid.area,
                            source=noise_src, sensitivity=sensitivity, person=_person_label(person), cap=cap)
         md.update({"mode": "auto", "radius_m": None, "min_points": None, "beta": beta})
@@ -149,8 +148,8 @@ def auto_spans(points, *, epsilon, domain=None, domain_crs=None, crs=None, beta=
     _warn_if_not_private(md)
     _progress(progress, 1.0, "done")
     cells = SpanCells(grid, cl.cell_id, cl.label, hist.lookup(cl.cell_id), cl.n_clusters, cl.n_core_cells)
-    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells, levels=levels,
-                   _protected=protected)
+    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=cells,
+                   _levels=lambda: levels_layer(grid, hist, cl), _protected=protected)
 
 
 def levels_layer(grid, hist, cl):
