@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..grid import Grid
-from ..histogram import DEFAULT_MAX_DENSE_CELLS, NoisyHistogram, dense_histogram
+from ..histogram import NoisyHistogram, dense_histogram
 from ..noise import (
     discrete_laplace_q,
     discrete_laplace_variance,
@@ -34,6 +34,7 @@ from .levels import (
     sum_noise_sd,
 )
 from .resolution import (
+    AUTO_MAX_CELLS,
     POINTS_PER_NOISE_SD,
     TOTAL_SHARE,
     auto_budget,
@@ -82,7 +83,7 @@ def _gamma_all_levels(q: float, n_cells: int, beta: float) -> int:
 
 
 def auto_plan(area, fine_w: float, n_hat: float, *, epsilon_histogram: float, sensitivity: int = 1,
-              rho: float = POINTS_PER_NOISE_SD, max_cells: int = DEFAULT_MAX_DENSE_CELLS) -> tuple[int, float]:
+              rho: float = POINTS_PER_NOISE_SD, max_cells: int = AUTO_MAX_CELLS) -> tuple[int, float]:
     """``(factor, cell width in metres)`` that ``auto`` uses for a noisy total ``n_hat`` (public).
 
     Examples
@@ -100,7 +101,7 @@ def auto_plan(area, fine_w: float, n_hat: float, *, epsilon_histogram: float, se
 def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsilon: float, rng,
                      sensitivity: int = 1, fdr: float = DEFAULT_FDR, extent: str = "grown",
                      total_share: float = TOTAL_SHARE, rho: float = POINTS_PER_NOISE_SD,
-                     max_cells: int = DEFAULT_MAX_DENSE_CELLS, beta: float = 0.05, selection: str = "eom",
+                     max_cells: int = AUTO_MAX_CELLS, beta: float = 0.05, selection: str = "eom",
                      min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 

@@ -50,6 +50,7 @@ from ..noise import (
 )
 
 __all__ = [
+    "AUTO_MAX_CELLS",
     "FINE_CELLS_PER_SIDE",
     "MAX_FINE_CELLS",
     "POINTS_PER_NOISE_SD",
@@ -72,6 +73,9 @@ POINTS_PER_NOISE_SD = 1.0
 FINE_CELLS_PER_SIDE = 2048
 #: ... and at most this many cells in all (the counting step keeps one number per cell).
 MAX_FINE_CELLS = 1 << 22
+#: The released grid has at most this many cells (about 1000 x 1000): the map's memory and time are bounded
+#: by it whatever the number of points; a finer map needs a radius.
+AUTO_MAX_CELLS = 1 << 20
 
 
 def fine_width(area) -> float:

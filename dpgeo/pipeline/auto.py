@@ -27,7 +27,13 @@ from ..mechanisms.levels import (
     scale_mass,
     sum_noise_sd,
 )
-from ..mechanisms.resolution import MAX_FINE_CELLS, TOTAL_SHARE, auto_budget, fine_width
+from ..mechanisms.resolution import (
+    AUTO_MAX_CELLS,
+    MAX_FINE_CELLS,
+    TOTAL_SHARE,
+    auto_budget,
+    fine_width,
+)
 from ..noise import NoiseSource, discrete_laplace_q, noise_rate, sum_abs_bound
 from ..polygons import cluster_polygons
 from ..randomness import check_seed
@@ -97,7 +103,7 @@ def auto_spans(points, *, epsilon, domain=None, domain_crs=None, crs=None, beta=
     noise_rate(eps1, sensitivity)
     check_seed(seed)
     protected = run_protected_files(points, domain, ledger)
-    grid_for = _grid_for(eps1, sensitivity, int(max_dense_cells), max_memory_bytes)
+    grid_for = _grid_for(eps1, sensitivity, min(int(max_dense_cells), AUTO_MAX_CELLS), max_memory_bytes)
     if not domain_from_data:  # the finest grid and the memory plan, before any data is read
         domain = _study_area(domain, domain_crs, crs)
         _, grid_for = _fixed_grid(domain, grid_for)
@@ -115,8 +121,8 @@ def auto_spans(points, *, epsilon, domain=None, domain_crs=None, crs=None, beta=
         _progress(progress, 0.4, "noisy total, cell width and the noisy histogram")
         fine = counts.grid
         run = auto_spans_cells(fine, counts.cell_id, counts.count, epsilon=epsilon, rng=noise_src,
-                               sensitivity=sensitivity, fdr=fdr, extent=extent, max_cells=int(max_dense_cells),
-                               beta=beta)
+                               sensitivity=sensitivity, fdr=fdr, extent=extent,
+                               max_cells=min(int(max_dense_cells), AUTO_MAX_CELLS), beta=beta)
         diagnostics = counts.diagnostics
         del counts
         grid, hist, cl = run.grid, run.hist, run.clusters
@@ -226,7 +232,7 @@ def auto_preview(*, epsilon, domain, domain_crs=None, crs=None, fdr=None, sensit
     rows = []
     for n in n_points:
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=sensitivity,
-                             max_cells=int(max_dense_cells))
+                             max_cells=min(int(max_dense_cells), AUTO_MAX_CELLS))
         m = max(1, round(area.polygon.area / width ** 2))
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: BH with signal everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
