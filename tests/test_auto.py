@@ -154,7 +154,7 @@ def blobs(seed=0):
 def test_auto_finds_the_blobs_and_reports_its_choices():
     res = dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, **KW)
     md = res.metadata
-    assert md["mode"] == "auto" and md["radius_m"] is None and md["min_points"] is None
+    assert md["auto"] is True and md["radius_m"] is None and md["min_points"] is None
     assert len(res.layer) >= 2 and res.layer["dp_count"].nlargest(2).min() > 2000
     for key in ("cell_width_m", "coarsening_factor", "noisy_total", "epsilon_total", "epsilon_histogram",
                 "floor_fdr", "floor_level", "min_cluster_mass", "min_prominence", "n_levels", "floor_guarantee",
@@ -184,7 +184,7 @@ def test_auto_is_reproducible_with_a_seed_and_warns_not_private():
 
 def test_given_parameters_keep_the_fixed_radius_run():
     res = dpgeo.dbscan_spans(blobs(), epsilon=1.0, radius_m=60, min_points=20, seed=1, ledger=False, **KW)
-    assert "mode" not in res.metadata and res.levels is None and res.metadata["kappa"] == 21
+    assert "auto" not in res.metadata and res.levels is None and res.metadata["kappa"] == 21
 
 
 @pytest.mark.parametrize("kw, msg", [
@@ -216,13 +216,15 @@ def test_auto_release_is_one_charge_of_epsilon(tmp_path):
 def test_unattended_empty_input_releases_a_valid_layer():
     x = np.array([5000.0])  # outside the study area
     res = dpgeo.dbscan_spans((x, x, CRS), epsilon=1.0, seed=2, ledger=False, unattended=True, **KW)
-    assert res.metadata["mode"] == "auto" and len(res.layer) >= 0 and res.levels is not None
+    assert res.metadata["auto"] is True and len(res.layer) >= 0 and res.levels is not None
 
 
 def test_preview_says_what_auto_will_do():
-    p = dpgeo.noise_preview(epsilon=1.0, domain=(0, 0, 2000, 2000), domain_crs=CRS, crs=CRS, n_points=[1000, 100_000])
-    assert p["mode"] == "auto" and p["spends_budget"] is False and p["fine_cell_width_m"] < 1.0
-    small, large = p["by_points"]
+    kw = {"epsilon": 1.0, "domain": (0, 0, 2000, 2000), "domain_crs": CRS, "crs": CRS}
+    p = dpgeo.noise_preview(**kw, n_points=1000)
+    assert p["auto"] is True and p["spends_budget"] is False and p["fine_cell_width_m"] < 1.0
+    (small,), (large,) = p["by_points"], dpgeo.noise_preview(**kw, n_points=100_000)["by_points"]
+    assert len(dpgeo.noise_preview(**kw)["by_points"]) == 5  # 10^3 ... 10^7 points
     assert small["cell_width_m"] > large["cell_width_m"]
     assert small["smallest_cluster_points"] >= small["floor_level_range"][0]
     assert large["smallest_cluster_points"] >= 316  # the square root of the points

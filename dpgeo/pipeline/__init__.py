@@ -1,61 +1,32 @@
-"""Public entry points: points in, differentially private cluster layer out.
+"""Public entry points: points in, differentially private layer out.
 
-Every entry point has the same four steps, in this order:
+Every mechanism is one declaration (:class:`dpgeo.declare.Mechanism`, listed
+in :mod:`dpgeo.pipeline.registry`) and every release runs through the one
+pipeline, :func:`dpgeo.pipeline.run.run_release`:
 
-1. **validate** — every parameter, the public study area and the grid (and
-   so the memory a run needs) are checked from public inputs alone, before
-   any private data is read;
-2. **count** — the private points are read, projected and added up per cell
+1. **validate** — every parameter against its declaration, the contribution
+   bound, the seed;
+2. **plan** — the public study area, the grid (and so the memory a run needs)
+   and every public quantity, before any private data is read;
+3. **charge** — the release in the privacy-budget ledger, refused beyond the
+   dataset's total;
+4. **count** — the private points are read, projected and added up per cell
    of the public grid (:func:`dpgeo.counting.count_points`): the exact
    :class:`~dpgeo.counting.CellCounts`, owner-only diagnostics beside them;
-3. **mechanism** — the only step that draws noise; it sees the counts and
-   public parameters only;
-4. **layer** — post-processing of the released values into polygons with
+5. **mechanism** — the only step that draws noise; it sees the counts (or,
+   for k-means, the points) and public parameters only;
+6. **layer** — post-processing of the released values into polygons with
    ``dp_count`` and the privacy metadata.
-
-DP k-means (:func:`dpgeo.kmeans`) follows the same steps in
-:mod:`dpgeo.pipeline.kmeans`, with the helpers defined here.
 """
 
 from __future__ import annotations
 
 from ..counting import load_points, prepare_points
-from ..mechanisms.dbscan import noise_bound  # noqa: F401 (dpgeo.pipeline.noise_bound)
-from ._common import (  # noqa: F401
-    _contribution,
-    _crs_label,
-    _fixed_grid,
-    _input_label,
-    _person_label,
-    _progress,
-    _reading,
-    _reading_message,
-    _study_area,
-    _warn_if_not_private,
-    base_metadata,
-    check_epsilon,
-    check_fraction,
-    check_int,
-    check_positive,
-)
-from .dbscan import (  # noqa: F401
-    _check_dbscan_params,
-    _dbscan_setup,
-    _release_histogram,
-    dbscan_spans,
-    noise_preview,
-)
-from .wave import (  # noqa: F401
-    _WC_NAMES,
-    MAX_WAVECLUSTER_CELLS,
-    WAVECLUSTER_METHODS,
-    _wavecluster_grid,
-    _wavecluster_mechanism,
-    check_wavecluster_params,
-    rehearse_wavecluster,
-    wavecluster,
-    wavecluster_cell_width,
-    wavecluster_count_epsilon,
-)
+from .dbscan import _dbscan_setup, dbscan_spans, noise_preview  # noqa: F401 (the benchmarks use _dbscan_setup)
+from .kmeans import kmeans
+from .registry import MECHANISMS, mechanism
+from .run import public_plan, run_preview, run_release
+from .wave import wavecluster
 
-__all__ = ["dbscan_spans", "wavecluster", "noise_preview", "load_points", "prepare_points"]
+__all__ = ["dbscan_spans", "wavecluster", "kmeans", "noise_preview", "run_release", "run_preview", "public_plan",
+           "MECHANISMS", "mechanism", "load_points", "prepare_points"]

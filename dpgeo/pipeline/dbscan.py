@@ -1,12 +1,14 @@
-"""DP-DBSCAN spans and the free noise preview: validate -> count -> mechanism -> layer."""
+"""DP-DBSCAN spans and its free noise preview, declared once (:class:`SpansMechanism`, :class:`PreviewMechanism`).
+
+The entry points :func:`dbscan_spans` and :func:`noise_preview` run the
+declarations through the one pipeline (:func:`dpgeo.pipeline.run.run_release`).
+"""
 
 from __future__ import annotations
 
 import math
 
-from ..counting import CellCounts, count_points
-from ..domain import as_study_area
-from ..errors import ParameterError
+from ..declare import Field, Mechanism, Outcome, Param
 from ..grid import Grid, cell_width_for_radius, neighbourhood_offsets
 from ..histogram import (
     DEFAULT_MAX_DENSE_CELLS,
@@ -16,48 +18,193 @@ from ..histogram import (
     sparse_histogram,
     sparse_threshold,
 )
-from ..mechanisms.dbscan import DEFAULT_BETA, EXTENTS, dbscan_cells, noise_bound
-from ..noise import NoiseSource, discrete_laplace_q, noise_rate, sum_interval_halfwidth
+from ..mechanisms.dbscan import DEFAULT_BETA, dbscan_cells, noise_bound
+from ..noise import discrete_laplace_q, noise_rate, sum_interval_halfwidth
 from ..polygons import cluster_polygons
-from ..randomness import check_seed
-from ..release import Release, run_protected_files, start_charge
+from ..release import Release
 from ..resources import check_plan, plan_run
-from ._common import (
-    _contribution,
-    _crs_label,
-    _fixed_grid,
-    _person_label,
-    _progress,
-    _reading,
-    _reading_message,
-    _study_area,
-    _warn_if_not_private,
-    base_metadata,
-    check_epsilon,
-    check_fraction,
-    check_int,
-    check_positive,
+from ._common import _crs_label, _progress
+from ._docs import entry_point
+from .auto import (
+    AUTO_MECHANISM,
+    auto_budget_checked,
+    auto_cell_width,
+    auto_grid,
+    auto_preview,
+    auto_run,
+    auto_setup,
+    check_auto,
+    is_auto,
+)
+from .run import run_preview, run_release
+
+__all__ = ["dbscan_spans", "noise_preview", "SPANS", "PREVIEW", "SpansMechanism", "PreviewMechanism",
+           "CLUSTER_FIELDS"]
+
+#: The attributes of a cluster layer (spans, WaveCluster).
+CLUSTER_FIELDS = (
+    Field("cluster_id", "int", "cluster number, 1, 2, ..."),
+    Field("n_cells", "int", "grid cells in the cluster"),
+    Field("area_m2", "float", "area of the cluster's cells (m²)"),
+    Field("dp_count", "int", "noisy number of points in the cluster (sum of released cell counts, clipped at 0)"),
+    Field("dp_count_low", "int", "lower end of dp_count's 95% interval"),
+    Field("dp_count_high", "int", "upper end of dp_count's 95% interval"),
 )
 
-__all__ = ["dbscan_spans", "noise_preview"]
+#: The parameters of DP-DBSCAN spans (and of its noise preview).
+SPANS_PARAMS = (
+    Param("radius_m", "number", "DBSCAN radius r",
+          "DBSCAN radius α: a cell is a core cell when its α-neighbourhood holds at least MinPts points "
+          "(certainly, with the noise bound Γ added). Cells are η′·α/√2 wide. Leave out together with MinPts "
+          "(auto): 5% of ε then buys a noisy total that fixes the cell width, and the clusters are chosen over "
+          "every density level of one histogram.",
+          default=None, unit="metres", minimum=0, exclusive_minimum=True, maximum=100_000, flag="--radius",
+          qgis_name="RADIUS", label="radius"),
+    Param("min_points", "integer", "MinPts",
+          "DBSCAN MinPts: the fewest points in a core cell's α-neighbourhood. Leave out together with the "
+          "radius (auto).",
+          default=None, unit="points", minimum=1, maximum=1_000_000_000, label="min_points (MinPts)"),
+    Param("beta", "number", "β: failure probability of the noise bound Γ",
+          "With probability at least 1 − β every reported core cell is a true candidate and every cell with at "
+          "least MinPts′ neighbours is reported.",
+          default=DEFAULT_BETA, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True,
+          advanced=True, label="beta (failure probability of the noise bound)"),
+    Param("eta", "number", "η′: cell width factor",
+          "Cells are η′·α/√2 metres wide: larger cells mean fewer cells per neighbourhood and less noise, but "
+          "coarser shapes.",
+          default=1.0, minimum=0, maximum=1, exclusive_minimum=True, advanced=True,
+          label="eta (η′, cell width factor)"),
+    Param("histogram", "choice", "Noisy histogram",
+          "DP histogram: auto picks dense or sparse from the number of cells (public).",
+          default="auto", choices=("auto", "dense", "sparse"), advanced=True),
+    Param("gamma", "choice", "Noise bound Γ",
+          "Core threshold bound: laplace = the paper's Γ_Lap (conservative, thinner spans); exact = the smallest "
+          "bound with the same guarantee (finds smaller clusters, fatter spans).",
+          default="laplace", choices=("laplace", "exact"), advanced=True, qgis_name="GAMMA_BOUND"),
+    Param("extent", "choice", "Span extent",
+          "How far a span reaches: grown = the core spans grown, never merged, into neighbouring cells certified "
+          "dense by the exact bound (no extra budget); core = only the core cells (the paper's Algorithm 1).",
+          default="grown", choices=("grown", "core"),
+          labels=("Grown: core spans grown into certified cells (recommended)",
+                  "Core cells only (paper's Algorithm 1)"),
+          advanced=True, qgis_name="SPAN_EXTENT"),
+    Param("fdr", "number", "False-discovery rate of the floor (auto)",
+          "Without a radius: among the cells a cluster may cover, the expected share whose neighbourhood holds no "
+          "point at all (Benjamini–Hochberg over every cell). Default 0.1.",
+          default=None, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True, advanced=True,
+          label="fdr (false-discovery rate of the floor)"),
+    Param("max_dense_cells", "integer", "Largest dense histogram",
+          "histogram='auto' takes the dense histogram up to this many cells.",
+          default=DEFAULT_MAX_DENSE_CELLS, minimum=1, fronts=frozenset({"api"})),
+    Param("max_false_cells", "number", "Expected false cells of the sparse histogram",
+          "The sparse histogram's threshold θ keeps the expected number of empty cells it releases below this.",
+          default=DEFAULT_MAX_FALSE_CELLS, minimum=0, exclusive_minimum=True, fronts=frozenset({"api"})),
+)
 
 
-# -- DP-DBSCAN -------------------------------------------------------------------
+class SpansMechanism(Mechanism):
+    """DP-DBSCAN spans (Qiu & Yi, Algorithm 1): noisy neighbourhood sums on a grid, core cells, spans."""
 
-def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent="grown"):
-    epsilon = check_epsilon(epsilon)
-    radius_m = check_positive(radius_m, "radius", " (metres)")
-    min_points = check_int(min_points, "min_points (MinPts)")
-    beta = check_fraction(beta, "beta (failure probability of the noise bound)")
-    eta = check_fraction(eta, "eta (η′, cell width factor)", hi_closed=True)
-    if histogram not in ("auto", "dense", "sparse"):
-        raise ParameterError(f"histogram must be 'auto', 'dense' or 'sparse', got {histogram!r}")
-    if gamma not in ("exact", "laplace"):
-        raise ParameterError(f"gamma must be 'laplace' or 'exact', got {gamma!r}")
-    if extent not in EXTENTS:
-        raise ParameterError(f"extent must be 'grown' or 'core', got {extent!r}")
-    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
-    return epsilon, radius_m, min_points, beta, eta, sensitivity
+    name = "dp-dbscan-spans"
+    entry_point = "dbscan_spans"
+    command = "spans"
+    qgis_id = "dbscanspans"
+    title = "DP-DBSCAN cluster spans"
+    layer_name = "DP-DBSCAN cluster spans"
+    summary = "ε-DP DBSCAN cluster spans (Qiu & Yi)"
+    description = ("ε-differentially private DBSCAN cluster spans (Qiu & Yi): polygons where clusters of points "
+                   "certainly are — the grid cells that span each cluster — each with a noisy point count "
+                   "(dp_count) and its 95% interval.")
+    keywords = ("differential privacy", "DBSCAN", "clusters", "hot spots")
+    params = SPANS_PARAMS
+    fields = CLUSTER_FIELDS
+    read_share = 0.4
+    examples = """\
+examples:
+  # police stops in Minneapolis, public study area from a polygon file
+  dpgeo spans stops.gpkg -o spans.gpkg --epsilon 1 --radius 200 --min-points 30 \\
+      --domain minneapolis_study_area.geojson
+
+  # CSV with lon/lat columns, study area as a lon/lat bbox, GeoJSON out
+  dpgeo spans crashes.csv -o spans.geojson --epsilon 0.5 --radius 100 --min-points 50 \\
+      --domain=-74.26,40.49,-73.69,40.92
+
+  # preview the noise (spends no budget, reads no data)
+  dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.06
+"""
+
+    cell_option = "radius_m (with eta)"
+
+    def method_name(self, p):
+        return "dbscan_spans"
+
+    def ledger_name(self, p):
+        return "dp-dbscan-spans-auto" if is_auto(p) else self.name
+
+    def cell_width(self, area, p):
+        if is_auto(p):
+            return auto_cell_width(area, p)
+        return cell_width_for_radius(p.radius_m, p.eta)
+
+    def mechanism_title(self, p):
+        return AUTO_MECHANISM if is_auto(p) else "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
+
+    def check(self, p):
+        check_auto(p)
+
+    def check_run(self, p, epsilon, c):
+        if is_auto(p) and epsilon is not None:
+            auto_budget_checked(epsilon, c.sensitivity)
+        noise_rate(epsilon, c.sensitivity)  # the exact sampler's range, refused here rather than after reading
+
+    def grid(self, area, p, c, max_memory_bytes=None):
+        if is_auto(p):
+            return auto_grid(area, p, c, max_memory_bytes)
+        cell_m = cell_width_for_radius(p.radius_m, p.eta)
+        check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=p.epsilon, sensitivity=c.sensitivity,
+                            kappa=len(neighbourhood_offsets(p.eta)), histogram=p.histogram,
+                            max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells),
+                   max_memory_bytes, cell_option="radius (or eta)")
+        return Grid(area, cell_m)
+
+    def setup(self, grid, p, c):
+        """All public quantities of a DP-DBSCAN run on ``grid`` (no data involved)."""
+        if is_auto(p):
+            return auto_setup(grid, p, c)
+        return _dbscan_setup(grid, epsilon=p.epsilon, radius_m=p.radius_m, min_points=p.min_points, beta=p.beta,
+                             eta=p.eta, histogram=p.histogram, gamma=p.gamma, sensitivity=c.sensitivity,
+                             max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells, extent=p.extent)
+
+    def run(self, counts, p, c, setup, rng, progress):
+        if is_auto(p):
+            return auto_run(counts, p, c, setup, rng, progress)
+        kind, q, theta, bound, extent_bound, params = setup
+        grid = counts.grid
+        _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
+        hist = _release_histogram(counts, kind=kind, epsilon=p.epsilon, sensitivity=c.sensitivity, theta=theta,
+                                  rng=rng)
+        _progress(progress, 0.6, "core cells and spans")
+        spans = dbscan_cells(hist, min_points=p.min_points, eta=p.eta, bound=bound, extent_bound=extent_bound)
+        _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
+        layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
+        md = dict(params)
+        md["grid"] = grid.to_metadata()
+        md["n_clusters"] = spans.n_clusters
+        md["n_span_cells"] = int(spans.cell_id.size)
+        md["n_core_cells"] = spans.n_core_cells
+        md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
+        return Outcome(layer, md, spans)
+
+    def preview(self, area, p, c):
+        if is_auto(p):
+            return auto_preview(area, p, c)
+        grid = self.grid(area, p, c, p.get("max_memory_bytes"))
+        kind, q, theta, bound, _, params = self.setup(grid, p, c)
+        params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
+        params["count_sd"] = math.sqrt(2 * q) / (1 - q)
+        params["working_crs"] = _crs_label(area.crs)
+        params["spends_budget"] = False
+        return params
 
 
 def _dbscan_setup(grid, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,
@@ -100,156 +247,70 @@ def _dbscan_setup(grid, *, epsilon, radius_m, min_points, beta, eta, histogram, 
     return kind, q, theta, bound, extent_bound, params
 
 
+def _release_histogram(counts, *, kind, epsilon, sensitivity, theta, rng):
+    """The ε-DP histogram of ``counts`` (dense, or sparse with threshold ``theta``)."""
+    if kind == "dense":
+        return dense_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
+                               rng=rng)
+    return sparse_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
+                            theta=theta, rng=rng)
+
+
+class PreviewMechanism(SpansMechanism):
+    """What a DP-DBSCAN run would look like, from public parameters alone: reads no data, spends nothing."""
+
+    name = "noise-preview"
+    entry_point = "noise_preview"
+    command = "preview"
+    qgis_id = "noisepreview"
+    title = "Noise preview for DP-DBSCAN (spends no budget)"
+    summary = "noise preview for DP-DBSCAN from parameters alone (no data, no budget)"
+    description = ("Γ, MinPts′, the thresholds and the count error a DP-DBSCAN release with these parameters "
+                   "would have on the public study area; without a radius and MinPts, what an auto run would do "
+                   "(its cell width, the smallest cluster it can show and the range of its lowest level, for a "
+                   "number of points). Reads no data and spends no budget.")
+    keywords = ("differential privacy", "DBSCAN", "noise", "preview")
+    reads = None
+    examples = ""
+    params = SPANS_PARAMS + (
+        Param("n_points", "integer", "Number of points (auto)",
+              "Without a radius: the number of points to show auto's choices for (a run uses its noisy total); "
+              "default 1,000 to 10 million.",
+              default=None, unit="points", minimum=1, maximum=10 ** 12, advanced=True),
+    )
+
+
+#: The declarations (one instance each; the registry lists them).
+SPANS = SpansMechanism()
+PREVIEW = PreviewMechanism()
+
+
+@entry_point(SPANS)
 def dbscan_spans(
     points,
     *,
     epsilon: float,
     radius_m: float | None = None,
     min_points: int | None = None,
-    domain=None,
-    domain_crs=None,
-    crs=None,
     beta: float = DEFAULT_BETA,
     eta: float = 1.0,
     histogram: str = "auto",
     gamma: str = "laplace",
     extent: str = "grown",
-    sensitivity: int = 1,
-    person=None,
-    max_points_per_person: int | None = None,
-    seed: int | None = None,
-    domain_from_data: bool = False,
-    input_crs=None,
-    unattended: bool = False,
-    dataset: str | None = None,
-    ledger=None,
-    analyst: str | None = None,
-    progress=None,
-    scheduler=None,
+    fdr: float | None = None,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
-    max_memory_bytes=None,
-    fdr: float | None = None,
+    **common,
 ) -> Release:
     """ε-differentially private DBSCAN cluster spans as a polygon layer.
 
     Implements Qiu & Yi's DP-DBSCAN (Algorithm 1) with the linear-time sparse
     histogram (Algorithm 2) for large grids and the tighter noise bound of
-    §7, in metres over a public study area.
-
-    Parameters
-    ----------
-    points : GeoDataFrame, GeoSeries, str, tuple, PointTable or PointSource
-        The private points: a point layer with a CRS, a file path (also a
-        glob such as ``"data/*.parquet"`` or a folder of Parquet files), a
-        :class:`~dpgeo.counting.PointSource` from
-        :func:`~dpgeo.counting.open_points` (to choose a layer, columns or
-        engine), or ``(x, y, crs)``. Files are read in batches, never whole.
-    epsilon : float
-        Privacy budget ε (> 0). The whole run is ε-DP (δ = 0).
-    radius_m : float, optional
-        DBSCAN radius α in metres.
-    min_points : int, optional
-        DBSCAN MinPts: a span must certainly hold cells whose α-neighbourhood
-        holds at least this many points. Give both ``radius_m`` and
-        ``min_points``, or neither: then the run is **auto** — 5% of ε buys a
-        noisy total that fixes the cell width, the rest one histogram, and
-        the clusters are chosen over every density level of it
-        (:mod:`dpgeo.pipeline.auto`); the release then also has ``levels``,
-        the tree of clusters, and its layer a ``level`` per cluster.
-    domain : bbox, polygon, GeoDataFrame, path or StudyArea
-        The **public** study area. Points outside it are dropped.
-    domain_crs : optional
-        CRS of a bbox / shapely polygon domain (default EPSG:4326).
-    crs : optional
-        Working CRS (projected, metres); default the UTM zone of the study
-        area's centre.
-    beta : float
-        Failure probability of the noise bound Γ (default 0.05: with
-        probability ≥ 95% every reported core cell is a true candidate and
-        every cell with ≥ MinPts′ neighbours is reported).
-    eta : float
-        Cell width factor η′ in (0, 1]: cells are ``η′·α/√2`` metres wide.
-    histogram : {"auto", "dense", "sparse"}
-        DP histogram implementation; ``auto`` chooses from the number of
-        cells (public) and ``max_dense_cells``.
-    gamma : {"laplace", "exact"}
-        Core threshold bound. ``laplace`` (default): the paper's Γ_Lap, or the
-        exact bound if larger — conservative, thinner spans. ``exact``: the
-        smallest Γ with the guarantee, from the exact law of the summed
-        discrete noise — finds smaller clusters, fatter spans.
-    extent : {"grown", "core"}
-        How far each span reaches. ``grown`` (default): the spans formed by
-        the core cells (threshold ``MinPts + Γ``, which decides which
-        clusters exist and which are separate) are grown, without ever
-        merging two of them, into the neighbouring cells whose noisy sum
-        reaches ``MinPts + Γ_exact`` — the tightest threshold with the same
-        guarantee — so a cluster's fringe is not eroded by a conservative Γ.
-        ``core``: only the core cells (the paper's Algorithm 1 as published).
-    sensitivity : int
-        Maximum points per record (default 1: one point per record).
-    person : str or array_like, optional
-        Make the guarantee per **person**: a column name (file or frame
-        input) or an array of identifiers (tuple input) saying whose each
-        point is; a named pandas Series is recorded in the metadata by its
-        name. Each person keeps at most ``max_points_per_person`` points,
-        chosen uniformly at random, and the noise scales with that number.
-    max_points_per_person : int, optional
-        Required with ``person``.
-    seed : int, optional
-        Fixed seed for tests. The output is then marked **not private**.
-    domain_from_data : bool
-        Use the data's own extent as the study area. Exploration only; the
-        output is marked **not private**.
-    input_crs : optional
-        CRS for inputs that declare none.
-    unattended : bool
-        Run so that the outcome depends on the data only through the DP
-        output: conditions of the private data (no point inside the study
-        area, no usable record) are not errors but warnings for the data
-        owner (``diagnostics["owner_warnings"]`` and the ``dpgeo.owner``
-        logger), and a valid, possibly empty, layer is released. A service
-        always runs this way. Default ``False``: such conditions raise
-        :class:`~dpgeo.errors.DataError`, an owner-only message, before any
-        noise is drawn.
-    dataset : str, optional
-        The name of the population the guarantee protects, under which the
-        release is charged in the privacy-budget ledger (several files of the
-        same people share one name). Default: the input file's resolved path,
-        or one shared key for in-memory inputs.
-    ledger : dpgeo.budget.Ledger, path, None or False
-        The persistent ledger that records the release and refuses it beyond
-        the dataset's total (:mod:`dpgeo.budget`). ``None`` (default): the
-        default ledger (``$DPGEO_LEDGER``, else the user's data directory).
-        ``False``: record nothing. The charge is made before any private
-        data is read; runs that are not private (a seed, ``domain_from_data``)
-        are never charged.
-    analyst : str, optional
-        Who runs the release, for the ledger (default: the operating-system user).
-    progress : callable, optional
-        ``progress(fraction, message)`` between stages, and about every
-        second while a long input is read (records read, records per
-        second); raise from it to cancel.
-    scheduler : None, "local", int, str or distributed.Client
-        Count the points with Dask instead of in this process (see
-        :func:`dpgeo.counting.dask.count_with_dask`): ``"local"`` or a number
-        of workers starts a ``LocalCluster`` here, ``"tcp://host:8786"`` or
-        a ``Client`` uses an existing cluster. The workers only count; the
-        noise is drawn here, from the counts. Same layer as without a
-        scheduler for the same seed (with a per-person cap: the same law).
-    max_memory_bytes : int or str, optional
-        Refuse, before any data is read, a run whose grid and noise laws are
-        estimated (:mod:`dpgeo.resources`) to need more memory than this
-        (bytes, or e.g. ``"8G"``); default ``$DPGEO_MAX_MEMORY``, else half
-        the machine's memory.
-    fdr : float, optional
-        Auto only: the false-discovery rate of the floor (default 0.1): among
-        the cells a cluster may cover, the expected share whose
-        neighbourhood holds no point at all.
-
-    Returns
-    -------
-    Release
+    §7, in metres over a public study area. A cell ``X`` is core when its noisy
+    neighbourhood sum reaches ``MinPts + Γ``, where Γ bounds the noise of every
+    cell's sum at once with probability ``1 − β``; with ``extent="grown"`` the
+    spans are then grown, never merged, into the cells certified by the exact
+    bound.
 
     Examples
     --------
@@ -262,115 +323,19 @@ def dbscan_spans(
     >>> len(res.layer), res.metadata["kappa"], res.metadata["differentially_private"]
     (1, 21, False)
 
-    Without ``radius_m`` and ``min_points`` (auto):
+    Without ``radius_m`` and ``min_points`` (auto; the release also has ``levels``, the tree of clusters):
 
     >>> res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), epsilon=1.0, domain=(0, 0, 2000, 2000),
     ...                          domain_crs="EPSG:32615", seed=1)
-    >>> len(res.layer), res.metadata["mode"], list(res.levels.columns[:3])
-    (1, 'auto', ['level_id', 'parent_id', 'level'])
+    >>> len(res.layer), res.metadata["auto"], list(res.levels.columns[:3])
+    (1, True, ['level_id', 'parent_id', 'level'])
     """
-    if radius_m is None and min_points is None:
-        _check_auto_only(eta, histogram, gamma)
-        from .auto import auto_spans
-
-        return auto_spans(points, epsilon=epsilon, domain=domain, domain_crs=domain_crs, crs=crs, beta=beta, fdr=fdr,
-                          extent=extent, sensitivity=sensitivity, person=person,
-                          max_points_per_person=max_points_per_person, seed=seed, domain_from_data=domain_from_data,
-                          input_crs=input_crs, unattended=unattended, dataset=dataset, ledger=ledger,
-                          analyst=analyst, progress=progress, scheduler=scheduler, max_dense_cells=max_dense_cells,
-                          max_memory_bytes=max_memory_bytes)
-    _check_fixed_only(radius_m, min_points, fdr)
-    epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
-        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
-    sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
-    check_seed(seed)
-    protected = run_protected_files(points, domain, ledger)
-    setup = dict(epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
-                 histogram=histogram, gamma=gamma, sensitivity=sensitivity, max_dense_cells=max_dense_cells,
-                 max_false_cells=max_false_cells, extent=extent)
-
-    kappa = len(neighbourhood_offsets(eta))
-
-    def grid_for(area):  # the run's size is checked before the grid is built (and before any data is read)
-        cell_m = cell_width_for_radius(radius_m, eta)
-        check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=epsilon, sensitivity=sensitivity, kappa=kappa,
-                            histogram=histogram, max_dense_cells=max_dense_cells, max_false_cells=max_false_cells),
-                   max_memory_bytes, cell_option="radius (or eta)")
-        return Grid(area, cell_m)
-
-    if not domain_from_data:  # the grid and every public quantity, before any data is read
-        domain = _study_area(domain, domain_crs, crs)
-        grid, grid_for = _fixed_grid(domain, grid_for)
-        _dbscan_setup(grid, **setup)
-    noise_src = NoiseSource(seed)
-    # -- charge: before any private data is read; refused beyond the dataset's total --
-    charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
-                          mechanism="dp-dbscan-spans", analyst=analyst,
-                          private=noise_src.private and not domain_from_data)
-    with charge:
-        # -- count (private; an error here cancels the charge: no noise yet) --
-        with charge.before_noise():
-            _progress(progress, 0.0, _reading_message(points, scheduler))
-            counts = count_points(points, grid_for=grid_for, domain=domain, domain_crs=domain_crs, crs=crs,
-                                  domain_from_data=domain_from_data, input_crs=input_crs, person=person, cap=cap,
-                                  rng=noise_src, unattended=unattended, scheduler=scheduler,
-                                  progress=_reading(progress))
-            grid = counts.grid
-            kind, q, theta, bound, extent_bound, params = _dbscan_setup(grid, **setup)
-        # -- mechanism (the only step that draws noise) --
-        _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
-        hist = _release_histogram(counts, kind=kind, epsilon=epsilon, sensitivity=sensitivity, theta=theta,
-                                  rng=noise_src)
-        diagnostics = counts.diagnostics
-        del counts
-        _progress(progress, 0.6, "core cells and spans")
-        spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound, extent_bound=extent_bound)
-        # -- layer (post-processing) --
-        _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
-        layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
-        md = base_metadata(method="dbscan_spans", mechanism="DP-DBSCAN spans (Qiu & Yi, Algorithm 1)",
-                           epsilon=epsilon, area=grid.area, source=noise_src, sensitivity=sensitivity,
-                           person=_person_label(person), cap=cap)
-        md.update(params)
-        md["grid"] = grid.to_metadata()
-        md["n_clusters"] = spans.n_clusters
-        md["n_span_cells"] = int(spans.cell_id.size)
-        md["n_core_cells"] = spans.n_core_cells
-        md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
-        md.update(charge.metadata())
-        charge.complete()
-    _warn_if_not_private(md)
-    _progress(progress, 1.0, "done")
-    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans, _protected=protected)
+    return run_release(SPANS, points, {**locals(), **common})
 
 
-def _check_auto_only(eta, histogram, gamma):
-    """Settings of a run with a radius are refused without one (auto), rather than silently ignored."""
-    given = [name for name, v, default in (("eta", eta, 1.0), ("histogram", histogram, "auto"),
-                                           ("gamma", gamma, "laplace")) if v != default]
-    if given:
-        raise ParameterError(f"{', '.join(given)} set(s) the grid of a run with a radius; without radius_m and "
-                             "min_points (auto) the grid and thresholds are chosen from epsilon: leave them out")
-
-
-def _check_fixed_only(radius_m, min_points, fdr):
-    if radius_m is None or min_points is None:
-        raise ParameterError("give both radius_m and min_points, or neither (auto: the cell width and the density "
-                             "levels are then chosen from epsilon)")
-    if fdr is not None:
-        raise ParameterError("fdr sets the floor of a run without a radius (auto); with radius_m and min_points the "
-                             "core threshold is MinPts + Gamma")
-
-
-def _release_histogram(counts: CellCounts, *, kind, epsilon, sensitivity, theta, rng):
-    """The ε-DP histogram of ``counts`` (dense, or sparse with threshold ``theta``)."""
-    if kind == "dense":
-        return dense_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
-                               rng=rng)
-    return sparse_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
-                            theta=theta, rng=rng)
-
-
+@entry_point(PREVIEW, returns="dict\n    ``kappa``, ``n_cells``, ``cell_width_m``, ``histogram``, ``theta``, ``gamma``, "
+             "``gamma_low``,\n    ``min_points_prime``, ``core_threshold``, ``count_error_95`` (half-width of the 95%\n"
+             "    interval of one cell's count), ``count_sd`` (standard deviation of one cell's noise), ...")
 def noise_preview(
     *,
     epsilon: float,
@@ -384,27 +349,17 @@ def noise_preview(
     histogram: str = "auto",
     gamma: str = "laplace",
     extent: str = "grown",
+    fdr: float | None = None,
     sensitivity: int = 1,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
+    n_points: int | None = None,
     max_memory_bytes=None,
-    n_points=None,
 ) -> dict:
     """What a DP-DBSCAN run would look like, from public parameters alone (spends no budget).
 
     Returns Γ, MinPts′ and the expected count error for the given ε, so a
-    budget can be chosen before any data is touched. Without ``radius_m``
-    and ``min_points``: what an auto run would do
-    (:func:`dpgeo.pipeline.auto.auto_preview`: its cell width and smallest
-    cluster for ``n_points`` points, and the range of its lowest level).
-
-    Returns
-    -------
-    dict
-        ``kappa``, ``n_cells``, ``cell_width_m``, ``histogram``, ``theta``,
-        ``gamma``, ``gamma_low``, ``min_points_prime``, ``core_threshold``,
-        ``count_error_95`` (half-width of the 95% interval of one cell's
-        count), ``count_sd`` (standard deviation of one cell's noise), ...
+    budget can be chosen before any data is touched.
 
     Examples
     --------
@@ -412,27 +367,5 @@ def noise_preview(
     >>> p["kappa"], p["count_error_95"]
     (21, 3)
     """
-    if radius_m is None and min_points is None:
-        _check_auto_only(eta, histogram, gamma)
-        from .auto import auto_preview
+    return run_preview(PREVIEW, locals())
 
-        return auto_preview(epsilon=epsilon, domain=domain, domain_crs=domain_crs, crs=crs, sensitivity=sensitivity,
-                            n_points=n_points, max_dense_cells=max_dense_cells)
-    _check_fixed_only(radius_m, min_points, None)
-    epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
-        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
-    area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    cell_m = cell_width_for_radius(radius_m, eta)
-    check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=epsilon, sensitivity=sensitivity,
-                        kappa=len(neighbourhood_offsets(eta)), histogram=histogram, max_dense_cells=max_dense_cells,
-                        max_false_cells=max_false_cells), max_memory_bytes, cell_option="radius (or eta)")
-    grid = Grid(area, cell_m)
-    kind, q, theta, bound, _, params = _dbscan_setup(
-        grid, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
-        histogram=histogram, gamma=gamma, sensitivity=sensitivity,
-        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells, extent=extent)
-    params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
-    params["count_sd"] = math.sqrt(2 * q) / (1 - q)
-    params["working_crs"] = _crs_label(area.crs)
-    params["spends_budget"] = False
-    return params
