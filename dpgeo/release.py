@@ -375,7 +375,7 @@ class Release:
         return bool(self.metadata.get("differentially_private"))
 
     def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap="osm", attribution=None,
-                title=None) -> str:
+                title=None, levels=None) -> str:
         """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension.
 
         GeoJSON and the HTML map are always EPSG:4326 (RFC 7946); a
@@ -389,10 +389,22 @@ class Release:
         or PNG map (default: the mechanism). See :func:`dpgeo.io.write_layer`.
         Writing is free (post-processing of the release); the file appears
         only when complete, and is recorded with the release in the ledger.
+
+        ``levels`` (spans without a radius): also write the tree of density
+        levels — the GeoPackage layer ``<name>_levels`` in the same file, or
+        ``<stem>_levels.geojson`` beside a GeoJSON file. Default: when the
+        release was made with ``levels=True``.
         """
         from .io.paths import check_not_input
 
         check_not_input(path, self._protected)
+        if levels is None:
+            levels = bool(self.metadata.get("levels_layer"))
+        lv = self.levels if levels else None
+        side = None
+        if lv is not None and output_driver(path, driver) == "GeoJSON":
+            side = os.path.splitext(os.fspath(path))[0] + "_levels.geojson"
+            check_not_input(side, self._protected)
         md = dict(self.metadata)
         if crs is not None and output_driver(path, driver) == "GPKG":
             from pyproj import CRS
@@ -400,9 +412,9 @@ class Release:
             c = CRS.from_user_input(crs)
             md["output_crs"] = f"EPSG:{c.to_epsg()}" if c.to_epsg() else c.name
         written = write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                              attribution=attribution, title=title)
+                              attribution=attribution, title=title, levels=lv)
         if self._charge is not None:
-            self._charge.record_outputs([written])
+            self._charge.record_outputs([written] + ([side] if side else []))
         return written
 
     def summary(self) -> str:

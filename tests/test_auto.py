@@ -241,3 +241,24 @@ def test_auto_mechanism_is_post_processing_of_two_releases(monkeypatch):
     f = fine_grid(_area())
     auto_spans_cells(f, np.array([0, 5]), np.array([40, 3]), epsilon=1.0, rng=NoiseSource(seed=1))
     assert calls == ["total", "hist"]
+
+
+def test_levels_layer_is_written_on_request(tmp_path):
+    import geopandas as gpd
+    import pyogrio
+
+    res = dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, levels=True, **KW)
+    assert res.metadata["levels_layer"] is True
+    gpkg = res.to_file(tmp_path / "spans.gpkg")
+    assert [list(x) for x in pyogrio.list_layers(gpkg)] == [["spans", "MultiPolygon"], ["spans_levels", "MultiPolygon"]]
+    lv = gpd.read_file(gpkg, layer="spans_levels")
+    assert len(lv) == len(res.levels) and lv["parent_id"].isna().sum() == 1
+    back = dpgeo.read_release(gpkg)  # the release is the main layer
+    assert len(back.layer) == len(res.layer) and back.metadata["release_id"] == res.metadata["release_id"]
+    res.to_file(tmp_path / "spans.geojson")
+    assert (tmp_path / "spans_levels.geojson").exists()
+    # without the request, one layer only; and levels need a run without a radius
+    plain = dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, **KW)
+    assert len(pyogrio.list_layers(plain.to_file(tmp_path / "plain.gpkg"))) == 1
+    with pytest.raises(ParameterError, match="levels"):
+        dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, radius_m=60, min_points=20, levels=True, **KW)

@@ -76,6 +76,9 @@ def check_auto(p) -> None:
     if p.get("fdr") is not None:
         raise ParameterError("fdr sets the floor of a run without a radius (auto); with radius_m and min_points the "
                              "core threshold is MinPts + Gamma")
+    if p.get("levels"):
+        raise ParameterError("levels (the tree of density levels) comes with a run without a radius (auto): leave "
+                             "out radius_m and min_points")
 
 
 def _cap(p) -> int:
@@ -141,6 +144,8 @@ def auto_run(counts, p, c, setup, rng, progress) -> Outcome:
                               "each cluster lies inside one true cluster at t - Gamma and contains every true cluster "
                               "at t + Gamma")
     md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
+    if p.get("levels"):
+        md["levels_layer"] = True  # files written from this release carry the tree of levels too
     cells = SpanCells(grid, cl.cell_id, cl.label, hist.lookup(cl.cell_id), cl.n_clusters, cl.n_core_cells)
     return Outcome(layer, md, cells, levels=lambda: levels_layer(grid, hist, cl))
 
