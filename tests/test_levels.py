@@ -12,7 +12,7 @@ from dpgeo.domain import StudyArea
 from dpgeo.errors import ParameterError
 from dpgeo.grid import Grid
 from dpgeo.histogram import NoisyHistogram, dense_histogram
-from dpgeo.mechanisms import levels
+from dpgeo.mechanisms import level_tree, levels
 from dpgeo.mechanisms.levels import (
     box_sums,
     build_level_tree,
@@ -78,9 +78,9 @@ def test_tree_of_two_peaks():
 
 def test_thresholds_are_all_values_or_a_geometric_grid():
     vals = np.arange(1, 2000)
-    t = levels._thresholds(vals, 100)
+    t = level_tree._thresholds(vals, 100)
     assert t[0] == 1 and t[-1] <= 1999 and 50 <= t.size <= 100 and np.all(np.diff(t) > 0)
-    assert levels._thresholds(np.array([5, 3, 5, 9]), 100).tolist() == [3, 5, 9]
+    assert level_tree._thresholds(np.array([5, 3, 5, 9]), 100).tolist() == [3, 5, 9]
 
 
 def test_select_two_bumps_and_their_extents():
