@@ -46,8 +46,7 @@ __all__ = ["AUTO_MECHANISM", "is_auto", "check_auto", "auto_cell_width", "auto_g
            "auto_preview", "levels_layer", "LEVEL_FIELDS"]
 
 #: The mechanism's name in the metadata.
-AUTO_MECHANISM = ("DP-DBSCAN spans without a radius (auto): cell width from a noisy total, density levels of "
-                  "one histogram")
+AUTO_MECHANISM = "DP-DBSCAN spans without a radius (auto: density levels of one histogram)"
 
 #: The attributes the flat map adds to a cluster layer, and those of the levels layer.
 LEVEL_FIELDS = {
