@@ -42,8 +42,18 @@ from ..polygons import cluster_polygons
 from ..resources import check_plan, plan_run
 from ._common import _crs_label, _progress
 
-__all__ = ["AUTO_MECHANISM", "is_auto", "check_auto", "auto_cell_width", "auto_grid", "auto_setup", "auto_run",
-           "auto_preview", "levels_layer", "LEVEL_FIELDS"]
+__all__ = [
+    "AUTO_MECHANISM",
+    "LEVEL_FIELDS",
+    "auto_cell_width",
+    "auto_grid",
+    "auto_preview",
+    "auto_run",
+    "auto_setup",
+    "check_auto",
+    "is_auto",
+    "levels_layer",
+]
 
 #: The mechanism's name in the metadata.
 AUTO_MECHANISM = "DP-DBSCAN spans without a radius (auto: density levels of one histogram)"
