@@ -30,6 +30,8 @@ privthr-z                 750     8.3e-10     2.5e-07           Δ|Z| = 1: 2e-15
 privthr-em                1900    1.8e-16     4.0e-07           no factor 2: 6.1e-07; Δu = 1: 6.1e-07; split
                                                                 swapped: < 1e-15
 e2e-cap                   125     1.1e-10     6.9e-09           sensitivity not scaled by K: 9.2e-07
+auto                      1500    7.4e-11     2.1e-07           histogram noise x1/2: 9.0e-07; total at the
+                                                                histogram's share: 2.0e-08
 ========================  ======  ==========  ================  ==============================================
 
 "false fail" is the probability that the correct mechanism fails its
@@ -65,6 +67,7 @@ INJECTED = {
     "privthr-em": ["EM without the factor 2", "EM quality sensitivity 1 (record size ignored)",
                    "PrivTHR_EM split swapped"],
     "e2e-cap": ["pipeline sensitivity not scaled by K"],
+    "auto": ["auto histogram noise scale x1/2", "auto total at the histogram's share"],
 }
 #: Largest false-failure rate allowed at the mechanism's law, for any ε-DP law, and 1 − power.
 MAX_FALSE_FAILURE = 1e-8
@@ -126,12 +129,14 @@ def test_injected_breaks_are_undone():
     import dpgeo.pipeline.run
     from dpgeo import histogram
     from dpgeo.counting import reservoir
+    from dpgeo.mechanisms import auto as m_auto
     from dpgeo.mechanisms.wavecluster import _checks, privqt, privthr, privthr_em, transform
 
     targets = [(histogram, "dense_histogram"), (histogram, "sparse_histogram"), (reservoir, "_smallest_keys"),
                *[(m, "_noisy_counts") for m in (privqt, privthr, privthr_em)],
                *[(m, "approximation_sensitivity") for m in (transform, privthr, privthr_em)],
                (privthr_em, "_em_select"), (dpgeo.pipeline.run, "_contribution"),
+               (m_auto, "dense_histogram"), (m_auto, "release_total"),
                (dpgeo.pipeline.dbscan, "noise_bound")]
     before = [getattr(m, name) for m, name in targets]
     split = dict(_checks._DEFAULT_SPLIT)
