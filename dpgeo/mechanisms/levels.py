@@ -16,9 +16,11 @@ parameters only; no budget is spent here. The steps:
    ``S̃ ≥ t`` fall into connected components (8-neighbour adjacency). As ``t``
    rises a component shrinks and splits; the components over all ``t`` form a
    tree (Hartigan's cluster tree of the released density). It is built by a
-   sweep from the highest threshold down, one ``scipy`` connected-components
-   call per threshold on the components of the threshold above and the cells
-   and edges that appear, so the work is O(cells × thresholds) in numpy.
+   sweep from the highest threshold down: a union-find over the cells, and one
+   ``scipy`` connected-components call per threshold on the cells and edges
+   that appear and the components above that they touch, so each cell and
+   edge is handled once (O(cells + edges) in numpy, a constant number of calls
+   per threshold).
 4. **Which clusters.** A branch of a split counts as a cluster only if it
    holds at least ``min_mass`` noisy points and rises at least
    ``min_prominence`` above the level where it joins its sibling (both in
