@@ -228,11 +228,16 @@ def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
     s = sums.ravel()[uni]
     kappa = _neighbours_in_universe(g).ravel()[uni]
     # p-values take one value per (κ, sum): sort those distinct values, not the m cells
-    key = (kappa.astype(np.int64) << 40) + (s - s.min())
-    ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
-    first = np.zeros(ukey.size, dtype=np.int64)
-    first[inv] = np.arange(inv.size)
-    pu = _p_values(s[first], kappa[first], hist.q)
+    span = int(s.max() - s.min()) + 1
+    key = kappa.astype(np.int64) * span + (s - s.min())  # ordered as (κ, sum)
+    if key.max() < 4 * key.size + 1024:  # a table of the keys' presence instead of a sort
+        tally = np.bincount(key)
+        ukey = np.flatnonzero(tally)
+        inv = (np.cumsum(tally > 0) - 1)[key]
+        cnt = tally[ukey]
+    else:
+        ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    pu = _p_values(ukey % span + s.min(), ukey // span, hist.q)
     m = s.size
     order = np.argsort(pu, kind="stable")
     rank = np.cumsum(cnt[order])  # cells with a p-value <= pu[order[i]] (ties counted fully)
