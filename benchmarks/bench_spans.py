@@ -126,8 +126,8 @@ for _ in range(3):  # first run in a fresh process, then warm runs
     times.append(time.perf_counter() - t)
     cpu.append(time.process_time() - c)
     del a, h
-print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3), warm_cpu_seconds=round(min(cpu[1:]), 3),
-                      clusters=spans.n_clusters,
+print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3),
+                      warm_cpu_seconds=round(min(cpu[1:]), 3), clusters=spans.n_clusters,
                       core_cells=spans.n_core_cells, span_cells=int(spans.cell_id.size), cells=grid.n_cells, histogram=kind, theta=theta)))
 """,
     "mechanism_auto": """
@@ -153,8 +153,8 @@ for _ in range(3):  # first run in a fresh process, then warm runs
     cpu.append(time.process_time() - c)
     del ids, counts
 c = r.clusters
-print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3), warm_cpu_seconds=round(min(cpu[1:]), 3),
-                      clusters=c.n_clusters,
+print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3),
+                      warm_cpu_seconds=round(min(cpu[1:]), 3), clusters=c.n_clusters,
                       levels=len(c.node_cells), cells=r.grid.n_cells, cell_width_m=round(r.grid.cell_m, 1),
                       floor_cells=r.settings["n_floor_cells"], thresholds=r.settings["n_thresholds"])))
 """,
