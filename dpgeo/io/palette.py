@@ -4,6 +4,12 @@ Clusters are categorised on ``cluster_id``: the sorted distinct ids take the
 colours of :data:`CLUSTER_COLOURS` in turn (cycling after 12), filled
 semi-transparently (:data:`FILL_ALPHA`) and outlined in a darker shade of the
 same hue (:data:`OUTLINE_COLOURS`, what Qt's ``QColor.darker(130)`` gives).
+
+The tree of density levels (spans without a radius) is graduated on its
+``level`` field: :func:`level_classes` puts the distinct levels into at most
+seven classes of equal numbers of levels, coloured light to dark
+(:data:`LEVEL_COLOURS`, from ColorBrewer's YlOrRd), outlined likewise
+(:data:`LEVEL_OUTLINE_COLOURS`).
 """
 
 from __future__ import annotations
@@ -17,8 +23,11 @@ __all__ = [
     "FILL_OPACITY",
     "OUTLINE_WIDTH_MM",
     "STUDY_AREA_COLOUR",
+    "LEVEL_COLOURS",
+    "LEVEL_OUTLINE_COLOURS",
     "colour_index",
     "hex_to_rgb",
+    "level_classes",
 ]
 
 #: Qualitative palette (12 well separated hues), cycled over the clusters.
@@ -40,6 +49,12 @@ FILL_OPACITY = FILL_ALPHA / 255
 OUTLINE_WIDTH_MM = 0.4
 #: Colour of the study-area outline (dashed, unfilled) on the HTML map and the PNG.
 STUDY_AREA_COLOUR = "#3c3c3c"
+#: Sequential palette of the density levels, from the floor (light) to the densest (dark): ColorBrewer YlOrRd's
+#: nine classes without the two lightest, which vanish under a semi-transparent fill (Cynthia Brewer,
+#: colorbrewer2.org, Apache License 2.0).
+LEVEL_COLOURS = ("#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026", "#800026")
+#: Outline of each level colour (Qt's ``QColor(c).darker(130)``, as :data:`OUTLINE_COLOURS`).
+LEVEL_OUTLINE_COLOURS = ("#c3a75b", "#c3893a", "#c36c2e", "#c23c20", "#af1416", "#91001d", "#62001d")
 
 
 def colour_index(cluster_id) -> np.ndarray:
@@ -77,3 +92,47 @@ def hex_to_rgb(colour: str) -> tuple:
     """
     c = colour.lstrip("#")
     return tuple(int(c[i:i + 2], 16) for i in (0, 2, 4))
+
+
+def level_classes(level) -> tuple:
+    """Graduated classes of density levels: each value's class and each class's range.
+
+    The distinct values, sorted, are cut into ``min(7, how many there are)``
+    classes of (nearly) equal numbers of distinct values; class ``c`` takes
+    ``LEVEL_COLOURS[c * 7 // n_classes]`` (light to dark, the darkest always
+    used).
+
+    Parameters
+    ----------
+    level : array_like of float
+        One density level per feature (the levels layer's ``level``).
+
+    Returns
+    -------
+    classes : numpy.ndarray of int
+        Index into :data:`LEVEL_COLOURS` of each value.
+    ranges : list of (float, float, int)
+        ``(lowest, highest, colour index)`` of each class, in increasing order.
+
+    Examples
+    --------
+    >>> classes, ranges = level_classes([8, 12, 12, 15, 19, 26, 40, 105])
+    >>> classes.tolist()
+    [0, 1, 1, 2, 3, 4, 5, 6]
+    >>> level_classes([3, 5, 3])[1]
+    [(3.0, 3.0, 0), (5.0, 5.0, 6)]
+    """
+    v = np.asarray(level, dtype=float).ravel()
+    if v.size == 0:
+        return np.zeros(0, dtype=int), []
+    distinct = np.unique(v)
+    k = len(distinct)
+    n_classes = min(len(LEVEL_COLOURS), k)
+    cls_of_distinct = np.arange(k) * n_classes // k  # equal numbers of distinct values per class
+    colour = cls_of_distinct * len(LEVEL_COLOURS) // n_classes
+    colour = np.where(cls_of_distinct == n_classes - 1, len(LEVEL_COLOURS) - 1, colour)
+    ranges = []
+    for c in range(n_classes):
+        members = distinct[cls_of_distinct == c]
+        ranges.append((float(members[0]), float(members[-1]), int(colour[cls_of_distinct == c][0])))
+    return colour[np.searchsorted(distinct, v)].astype(int), ranges
