@@ -56,6 +56,8 @@ class PreviewAlgorithm(DeclaredBase):
          "lowest level to"),
         ("NOISE_SD_OF_LEVEL", "noise_sd_of_level", "auto: standard deviation of the noise of a level (a 3×3 sum)",
          "level noise s.d."),
+        ("GAMMA_ALL_LEVELS", "gamma_all_levels", "auto: Γ, every level within it of its true value (probability "
+         "1 − β)", "Γ every level"),
     ]
 
     def shortHelpString(self):  # noqa: N802 (QGIS API)
@@ -183,7 +185,8 @@ class PreviewAlgorithm(DeclaredBase):
 _AUTO_NOTE = ("<p><b>Without a radius and MinPts</b> (auto) the preview says what such a run would do: its cell "
               "width, the fewest points a cluster can hold and still be shown, and the range of its lowest level, "
               "for a number of points (give <i>Number of points (auto)</i> to have them as the outputs "
-              "N_POINTS, CELL_WIDTH_M, N_CELLS, SMALLEST_CLUSTER_POINTS, LOWEST_LEVEL_MIN and LOWEST_LEVEL_MAX; "
+              "N_POINTS, CELL_WIDTH_M, N_CELLS, SMALLEST_CLUSTER_POINTS, LOWEST_LEVEL_MIN, LOWEST_LEVEL_MAX and "
+              "GAMMA_ALL_LEVELS; "
               "without it the table shows 1,000 to 10 million points). Γ, MinPts′, the thresholds, κ and the count "
               "error are for a run with a radius.</p>")
 

@@ -130,6 +130,7 @@ def test_noise_preview_outputs_for_auto(plugin, processing_module, sample_study_
     assert res["SMALLEST_CLUSTER_POINTS"] == row["smallest_cluster_points"]
     assert [res["LOWEST_LEVEL_MIN"], res["LOWEST_LEVEL_MAX"]] == row["floor_level_range"]
     assert res["NOISE_SD_OF_LEVEL"] == pytest.approx(direct["noise_sd_of_level"])
+    assert res["GAMMA_ALL_LEVELS"] == row["gamma_all_levels"]
     for name in ("GAMMA", "MIN_POINTS_PRIME", "CORE_THRESHOLD", "EXTENT_THRESHOLD", "COUNT_ERROR_95", "KAPPA"):
         assert res[name] is None, name  # numbers of a run with a radius
     # without a number of points: a line per number of points in the table, the per-points outputs empty
