@@ -8,13 +8,14 @@ missing browser into a failure.
 from __future__ import annotations
 
 import os
+import shutil
 import warnings
 
 import numpy as np
 import pytest
 
 from helpers import SAMPLE_AREA, SAMPLE_POINTS, browser_missing, launch_chromium
-from test_webmap import PHONE, VIEW, MapPage, _blend, _has_colour
+from test_webmap import DOCS_IMG, MAP_BG, PHONE, UPDATE, VIEW, MapPage, _blend, _has_colour
 
 import dpgeo
 from dpgeo.io import palette
@@ -237,3 +238,24 @@ def test_switch_on_a_phone(auto, tmp_path, open_map):
 def test_level_outline_colours_are_qt_darker_130():
     QtGui = pytest.importorskip("PyQt5.QtGui", reason="needs PyQt5 (installed with python3-qgis) for QColor")
     assert [QtGui.QColor(c).darker(130).name() for c in palette.LEVEL_COLOURS] == list(palette.LEVEL_OUTLINE_COLOURS)
+
+
+def test_screenshot_shows_the_graduated_levels(auto, tmp_path, open_map):
+    """Every level at once: the light and the dark ends of the ramp are on the screen (docs/img/webmap_levels.png,
+    rewritten with DPGEO_UPDATE_SCREENSHOTS=1)."""
+    from PIL import Image
+
+    path = tmp_path / "map.html"
+    write_html(auto.layer, path, auto.metadata, basemap="none", levels=auto.levels)
+    m = open_map(path)
+    m.page.select_option("#dpgeo-level-switch", "all")
+    m.page.wait_for_timeout(200)
+    shot = tmp_path / "levels.png"
+    m.page.screenshot(path=str(shot))
+    img = np.asarray(Image.open(shot).convert("RGB"))
+    assert _has_colour(img, _blend(palette.LEVEL_COLOURS[0], MAP_BG, LEVEL_FILL_OPACITY), tol=8)
+    assert m.errors == []
+    if UPDATE:
+        shutil.copyfile(shot, DOCS_IMG / "webmap_levels.png")
+    ref = np.asarray(Image.open(DOCS_IMG / "webmap_levels.png").convert("RGB"))  # the picture in the docs
+    assert ref.shape == img.shape and _has_colour(ref, MAP_BG)
