@@ -8,6 +8,7 @@ the condensed tree of every cluster, and the growth of the chosen ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,8 @@ class LevelClusters:
         chosen).
     node_cells : list of numpy.ndarray
         The cells of each condensed-tree entry at the level where it
-        separates (nested: a child's cells are among its parent's).
+        separates (nested: a child's cells are among its parent's), sorted;
+        made on first use (for the levels layer).
     """
 
     tree: LevelTree
@@ -58,8 +60,15 @@ class LevelClusters:
     cluster_level: np.ndarray
     cluster_top: np.ndarray
     nodes: dict = field(default_factory=dict)
-    node_cells: list = field(default_factory=list, repr=False)
+    #: the cells of each entry, or a function that makes them (they are needed for the levels layer only)
+    entries: Any = field(default=None, repr=False)
     n_core_cells: int = 0
+
+    @property
+    def node_cells(self) -> list:
+        if callable(self.entries):
+            self.entries = self.entries()
+        return [] if self.entries is None else self.entries
 
 
 def _by_level(tree: LevelTree, ascending: bool):
@@ -234,7 +243,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
              "mass": mass[starts], "selected": flat}
     return LevelClusters(tree, tree.cell_id[inside], label[inside], int(chosen_nodes.size),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
-                         _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
+                         lambda: _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
 
 
 def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> np.ndarray:

@@ -160,11 +160,11 @@ def _dedupe(ids: np.ndarray, slot: np.ndarray):
     k = ids.size
     pos = np.arange(k, dtype=slot.dtype)
     slot[ids] = pos  # the last occurrence of each id wins
-    last = slot[ids] == pos
+    where = slot[ids]
+    last = where == pos
     uniq = ids[last]
-    rank = np.cumsum(last) - 1
-    inv = rank[slot[ids]]
-    slot[ids] = -1
+    inv = (np.cumsum(last) - 1)[where]
+    slot[uniq] = -1
     return uniq, inv
 
 
@@ -172,16 +172,20 @@ def _find(root: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Union-find roots of ``x`` (vectorised; each step follows only the pointers not yet at a root, and
     the paths of ``x`` are compressed)."""
     r = root[x]
-    todo = np.arange(r.size)
-    cur = r
+    nxt = root[r]
+    moved = np.flatnonzero(nxt != r)
+    if moved.size == 0:  # every one at its root already (most look-ups)
+        return r
+    todo, cur = moved, nxt[moved]
+    r[todo] = cur
     while True:
         nxt = root[cur]
-        moved = nxt != cur
-        if not moved.any():
+        step = nxt != cur
+        if not step.any():
             break
-        todo, cur = todo[moved], nxt[moved]
+        todo, cur = todo[step], nxt[step]
         r[todo] = cur
-    root[x] = r
+    root[x[moved]] = r[moved]
     return r
 
 

@@ -144,7 +144,7 @@ def auto_run(counts, p, c, setup, rng, progress) -> Outcome:
     md["noise"] = "discrete Laplace (two-sided geometric)"
     md["noise_q"] = hist.q
     md["n_clusters"] = cl.n_clusters
-    md["n_levels"] = len(cl.node_cells)
+    md["n_levels"] = len(cl.nodes["node"])  # one level per entry of the condensed tree
     md["n_span_cells"] = int(cl.cell_id.size)
     md["n_core_cells"] = cl.n_core_cells
     md["floor_guarantee"] = (f"among the cells a cluster may cover, the expected share whose 3x3 neighbourhood holds "
