@@ -181,7 +181,7 @@ def _p_values(sums: np.ndarray, kappa: np.ndarray, q: float) -> np.ndarray:
     return p
 
 
-def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
+def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR, neighbours=None):
     """Universe cells whose neighbourhood holds points, at false-discovery rate ``fdr`` (Benjamini–Hochberg).
 
     Parameters
@@ -192,6 +192,8 @@ def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
         ``(ny, nx)`` 3×3 sums of its counts (:func:`box_sums`).
     fdr : float
         Level ``q`` in (0, 1) of the procedure.
+    neighbours : numpy.ndarray, optional
+        ``(ny, nx)`` number of universe cells around each cell, if already known.
 
     Returns
     -------
@@ -226,7 +228,7 @@ def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
     g = hist.grid
     uni = hist.cell_id if hist.kind == "dense" else g.universe_ids()
     s = sums.ravel()[uni]
-    kappa = _neighbours_in_universe(g).ravel()[uni]
+    kappa = (_neighbours_in_universe(g) if neighbours is None else neighbours).ravel()[uni]
     # p-values take one value per (κ, sum): sort those distinct values, not the m cells
     span = int(s.max() - s.min()) + 1
     key = kappa.astype(np.int64) * span + (s - s.min())  # ordered as (κ, sum)
@@ -321,13 +323,15 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         min_mass = max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
     if min_prominence is None:
         min_prominence = MIN_PROMINENCE_SD * sd
-    cells, p_cut = fdr_cells(hist, sums, fdr)
+    around = _neighbours_in_universe(hist.grid)
+    cells, p_cut = fdr_cells(hist, sums, fdr, around)
     value = sums.ravel()[cells]
     # the floor: the lowest kept sum of the cells whose whole neighbourhood is in the universe (cells on the
     # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born)
-    full = _neighbours_in_universe(hist.grid).ravel()[cells] == BOX_OFFSETS.shape[0]
+    full = around.ravel()[cells] == BOX_OFFSETS.shape[0]
     floor = float(value[full].min()) if full.any() else (float(value.min()) if value.size else None)
-    tree = build_level_tree(hist.grid, cells, value, hist.lookup(cells), max_thresholds=max_thresholds)
+    counts = hist.to_dense().ravel()[cells]  # the released counts of the kept cells (universe cells)
+    tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps)
