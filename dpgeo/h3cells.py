@@ -103,7 +103,7 @@ class H3Cells:
     >>> area = StudyArea.from_bbox((-73.99, 40.74, -73.97, 40.76))
     >>> h = H3Cells(area, 8)
     >>> h.n_cells, h.h3_strings([0])[0][:2]
-    (13, '88')
+    (11, '88')
     >>> a = h.assign(np.array([-73.98, -70.0]), np.array([40.75, 40.75]))
     >>> a.n_in, a.n_outside
     (1, 1)
