@@ -15,7 +15,7 @@ cells that the outline crosses); its cell is the H3 cell
 ``latLngToCell(lat, lng, res)``. The index is computed in numpy
 (:mod:`dpgeo._h3math`: face and lattice coordinates, then one table lookup
 per point) and, for the few points within a hair of a face or cell edge, by
-``h3ronpy`` itself, so the cell is exactly H3's. Points outside the study
+H3's reference C library (``h3``) itself, so the cell is exactly H3's. Points outside the study
 area, or in no cell of the set, are dropped (the owner's diagnostics count
 them, as for square cells).
 """
@@ -259,7 +259,8 @@ class H3Cells:
         lon = np.asarray(lon, dtype=np.float64)
         if self._lon0 == 0.0:
             return lon
-        return self._lon0 + np.mod(lon - self._lon0 + 180.0, 360.0) - 180.0
+        inside = (lon >= self._lon0 - 180.0) & (lon < self._lon0 + 180.0)
+        return np.where(inside, lon, self._lon0 + np.mod(lon - self._lon0 + 180.0, 360.0) - 180.0)
 
     def cell_of(self, lon, lat) -> np.ndarray:
         """Cell id of each point (-1: in no cell of the set), ignoring the study area's outline.
@@ -289,11 +290,9 @@ class H3Cells:
         pos = np.where(inside, self._table[row], _UNKNOWN)
         slow = np.flatnonzero((pos == _UNKNOWN) | (hmargin < tol) | (fmargin < _FACE_TOL))
         if slow.size:
-            from h3ronpy.vector import coordinates_to_cells
-
-            lon_w = np.mod(lon[slow] + 180.0, 360.0) - 180.0
-            cell = np.asarray(coordinates_to_cells(lat[slow], lon_w, self.resolution)).astype(np.uint64)
-            pos[slow] = self._position(cell)
+            lo = lon[slow]
+            lo = np.where((lo >= -180.0) & (lo <= 180.0), lo, np.mod(lo + 180.0, 360.0) - 180.0)  # exact if in range
+            pos[slow] = self._position(_reference_cells(lat[slow], lo, self.resolution))
         return pos.astype(np.int32)
 
     def assign(self, x, y, *, return_mask: bool = False) -> PointAssignment:
@@ -414,6 +413,23 @@ class H3Cells:
                         "EPSG:4326, plus the cells within "
                         f"{self._tol_deg:.2g} degrees of its outline)",
         }
+
+
+def _reference_cells(lat, lon, res) -> np.ndarray:
+    """``latLngToCell`` of H3's reference C library (h3-py) for a few points; h3ronpy's port if h3 is missing.
+
+    Used for points within a hair of a cell or face edge, where the two
+    implementations' floating point may round to different cells.
+    """
+    try:
+        import h3
+    except ImportError:  # pragma: no cover - h3 is a dependency
+        from h3ronpy.vector import coordinates_to_cells
+
+        return np.asarray(coordinates_to_cells(lat, lon, res)).astype(np.uint64)
+    f, s2i = h3.latlng_to_cell, h3.str_to_int
+    return np.fromiter((s2i(f(a, b, res)) for a, b in zip(lat.tolist(), lon.tolist())), dtype=np.uint64,
+                       count=lat.size)
 
 
 def _area_lonlat(area: StudyArea):
