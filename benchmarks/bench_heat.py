@@ -1,0 +1,134 @@
+"""Heat layers: counting speed on H3 vs square cells, and hot-spot agreement with Gi* on the exact counts.
+
+Part 1 (speed): N points (default 11 M, lon/lat, NYC-like: uniform plus
+clusters) counted on H3 res 9 and on 100 m squares over the same study area,
+in the same run; time and peak memory (tracemalloc: numpy's allocations) of
+each, and the ratio H3 / squares (target: at most 2).
+
+Part 2 (hot spots): the Uber NYC pickups sample at ε = 0.5, 1, 2: Gi* classes
+of dpgeo.hotspots against Gi* on the exact counts (percent agreement and
+Cohen's κ over cells), H3 res 8 (k = 1) and 250 m squares (3 × 3); and the
+false-hotspot rate (share of cells called hot at 95%) on uniform points of the
+same number over the same area. Owner-side: the exact counts are private.
+
+Usage: nice python benchmarks/bench_heat.py [--points 11000000] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+
+import dpgeo
+from dpgeo.counting import count_points
+from dpgeo.grid import Grid
+from dpgeo.h3cells import H3Cells
+from dpgeo.mechanisms.heat import neighbour_sums
+from dpgeo.mechanisms.hotspots import getis_ord
+
+NYC = (-74.05, 40.55, -73.75, 40.90)
+UBER = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "geo",
+                    "uber_nyc_pickups_2014_sample.csv.gz")
+
+
+def _points(n, seed=0):
+    rng = np.random.default_rng(seed)
+    k = n // 2
+    lon = np.r_[rng.uniform(NYC[0], NYC[2], n - k), rng.normal(-73.98, 0.03, k)]
+    lat = np.r_[rng.uniform(NYC[1], NYC[3], n - k), rng.normal(40.75, 0.03, k)]
+    return lon, lat
+
+
+def _timed(fn):
+    tracemalloc.start()
+    t = time.perf_counter()
+    out = fn()
+    el = time.perf_counter() - t
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return out, el, peak
+
+
+def speed(n, reps):
+    lon, lat = _points(n)
+    print(f"# counting {n:,} points (lon/lat) over {NYC}")
+    res = {}
+    for name, grid_for in (("squares 100 m", lambda a: Grid(a, 100.0)), ("H3 res 9", lambda a: H3Cells(a, 9))):
+        best = None
+        for _ in range(reps):
+            c, el, peak = _timed(lambda: count_points((lon, lat, "EPSG:4326"), grid_for=grid_for, domain=NYC))
+            best = (el, peak) if best is None or el < best[0] else best
+        res[name] = best
+        print(f"{name:14s}: {best[0]:6.2f} s  peak {best[1] / 2**20:7.0f} MiB  cells {c.grid.n_cells:,}  "
+              f"counted {c.n_points:,}")
+    ratio = res["H3 res 9"][0] / res["squares 100 m"][0]
+    print(f"H3 / squares time: {ratio:.2f} (target <= 2)")
+
+
+def _kappa(a, b):
+    cats = np.union1d(a, b)
+    po = np.mean(a == b)
+    pe = sum(np.mean(a == c) * np.mean(b == c) for c in cats)
+    return (po - pe) / (1 - pe) if pe < 1 else 1.0
+
+
+def _uber():
+    with gzip.open(UBER, "rt") as f:
+        next(f)
+        rows = [line.split(",") for line in f]
+    lat = np.array([float(r[1]) for r in rows])
+    lon = np.array([float(r[2]) for r in rows])
+    return lon, lat
+
+
+def hotspots(reps):
+    lon, lat = _uber()
+    print(f"\n# hot spots: Uber NYC sample, {lon.size:,} pickups, study area {NYC}")
+    rng = np.random.default_rng(1)
+    ulon, ulat = rng.uniform(NYC[0], NYC[2], lon.size), rng.uniform(NYC[1], NYC[3], lon.size)
+    for label, kw, nb in (("H3 res 8, 1-ring", dict(h3_resolution=8), dict(k=1)),
+                          ("250 m squares, 3x3", dict(cell_m=250.0), dict(radius_m=375.0))):
+        grid_for = (lambda a: H3Cells(a, 8)) if "h3_resolution" in kw else (lambda a: Grid(a, 250.0))
+        exact = count_points((lon, lat, "EPSG:4326"), grid_for=grid_for, domain=NYC)
+        g = exact.grid
+        x = np.zeros(g.n_cells)
+        x[g.universe_rank(exact.cell_id)] = exact.count
+        s, w = neighbour_sums(g, x, **nb)
+        ref = getis_ord(x, s, w).gi_bin
+        print(f"{label}: {g.n_cells:,} cells; exact Gi*: {int((ref > 0).sum())} hot, {int((ref < 0).sum())} cold")
+        for eps in (0.5, 1.0, 2.0):
+            agree, kap, fhot = [], [], []
+            for r in range(reps):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    rel = dpgeo.hotspots((lon, lat, "EPSG:4326"), epsilon=eps, domain=NYC, seed=100 + r, ledger=False,
+                                         **kw, **nb)
+                    uni = dpgeo.hotspots((ulon, ulat, "EPSG:4326"), epsilon=eps, domain=NYC, seed=200 + r,
+                                         ledger=False, **kw, **nb)
+                got = rel.layer["gi_bin"].to_numpy()
+                agree.append(np.mean(got == ref))
+                kap.append(_kappa(got, ref))
+                fhot.append(np.mean(uni.layer["gi_bin"].to_numpy() >= 2))
+            print(f"  eps {eps:>3}: class agreement {100 * np.mean(agree):5.1f}%  Cohen's kappa {np.mean(kap):.3f}  "
+                  f"false hot (95%) on uniform points {100 * np.mean(fhot):.2f}%  ({reps} runs)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=11_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--skip-speed", action="store_true")
+    a = ap.parse_args()
+    if not a.skip_speed:
+        speed(a.points, a.reps)
+    hotspots(a.reps)
+
+
+if __name__ == "__main__":
+    main()
