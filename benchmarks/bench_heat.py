@@ -62,7 +62,7 @@ def speed(n, reps):
     for name, grid_for in (("squares 100 m", lambda a: Grid(a, 100.0)), ("H3 res 9", lambda a: H3Cells(a, 9))):
         best = None
         for _ in range(reps):
-            c, el, peak = _timed(lambda: count_points((lon, lat, "EPSG:4326"), grid_for=grid_for, domain=NYC))
+            c, el, peak = _timed(lambda gf=grid_for: count_points((lon, lat, "EPSG:4326"), grid_for=gf, domain=NYC))
             best = (el, peak) if best is None or el < best[0] else best
         res[name] = best
         print(f"{name:14s}: {best[0]:6.2f} s  peak {best[1] / 2**20:7.0f} MiB  cells {c.grid.n_cells:,}  "

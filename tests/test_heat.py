@@ -12,7 +12,7 @@ import dpgeo
 from dpgeo.domain import StudyArea
 from dpgeo.h3cells import H3Cells
 from dpgeo.mechanisms.hotspots import getis_ord, square_band_sums
-from dpgeo.noise import NoiseSource, discrete_laplace_q, discrete_laplace_variance, sample_discrete_laplace
+from dpgeo.noise import NoiseSource, discrete_laplace_q, sample_discrete_laplace
 
 h3 = pytest.importorskip("h3")
 

@@ -15,23 +15,17 @@ weights, ``W_i = |N_i|``, ``n`` cells and released counts ``y``::
 counts and ``Z`` i.i.d. discrete Laplace noise of known law (decay ``q``,
 variance ``σ² = 2q/(1-q)²``). H0: the true counts carry no spatial pattern,
 i.e. they are exchangeable over the cells (the randomisation null of Gi*).
-Then ``T_i = A_i + B_i`` with
-
-* ``A_i = Σ_{N_i} x_j - x̄ W_i``: mean 0, variance ``s_x² (n W_i - W_i²)/(n-1)``
-  (sampling without replacement), approximately normal (Hájek's CLT);
-  ``s_x²`` is estimated without bias from the release as
-  ``max(s² - σ² (n-1)/n, 0)`` because the noise is independent of ``x``;
-* ``B_i = Σ_{N_i} Z_j - (W_i/n) Σ_j Z_j``, independent of ``A_i``; it is
-  replaced by ``L_i = Σ_{N_i} Z_j``, whose law (a sum of ``W_i`` discrete
-  Laplace draws) is known exactly; ``Var L_i = W_i σ² ≥ Var B_i``.
-
-The p-value is that of the mixture: ``P(A + L ≥ t) = Σ_l P(L = l) Φ̄((t - l)/s_A)``
-(two-sided: twice the smaller tail). A test that treated the noisy counts as
-exact with a normal null would be too liberal where the noise dominates: a sum
-of a few discrete Laplace draws has heavier tails than a normal of the same
-variance (at the 99% level). ``docs/privacy.md`` has the argument; the
-statistical tests check that on data without a hot spot the share of cells
-called hot at 95% stays below 5% at every ε.
+As the noise is i.i.d. and independent of ``x``, the released ``y`` are then
+exchangeable too, and ``Σ_{N_i} y_j`` is a sum of ``W_i`` draws without
+replacement from the released values. The p-value is computed from the
+exact law of ``W_i`` draws *with* replacement (an FFT power of the released
+values' pmf, whose tails include the noise's): under H0 a cell is called hot
+at level α with probability at most ``α/2 + W_i(W_i-1)/(2n)`` at every ε
+(``docs/privacy.md`` §9). Where that law's support would be too large, the
+p-value mixes a normal law for the true counts (variance estimated without
+bias as ``s² - σ²(n-1)/n``) with the exact law of the summed noise. A normal
+null that ignored the noise would call far too many cells hot at small ε
+(the statistical tests show both).
 
 Classes follow ArcGIS's ``Gi_Bin``: ±3 (99%), ±2 (95%), ±1 (90%), 0, from
 the two-sided p-value; with ``fdr=True`` the p-value cut-offs are the
