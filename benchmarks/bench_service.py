@@ -14,10 +14,16 @@ HTTP with no other load, and the same release in-process (``dpgeo.dbscan_spans``
 
 Prints figures; exits 1 only if the budget was overspent or the count of successes is wrong.
 
+``--timing N`` measures the timing channel instead: N synchronous span releases, one at a time, alternating
+between the sample layer and the same layer moved out of the study area (no point inside), with the
+server's ``job_quantum_seconds`` at 0 (the raw run times, which the default quantum must exceed) and at
+``--quantum`` (default: the server's default); prints both distributions and their gap.
+
 Usage::
 
     python benchmarks/bench_service.py                        # 200 requests, 20 clients, 10 releases fit
     python benchmarks/bench_service.py --requests 60 --clients 10 --fit 4 --workers 2
+    python benchmarks/bench_service.py --timing 20            # full vs empty dataset, raw and quantised
 """
 
 from __future__ import annotations
@@ -57,17 +63,20 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(folder, args):
+def start(folder, args, server=(), datasets=None):
     from dpgeo.server.auth import hash_token
 
+    datasets = datasets or {"stops": POINTS}
     tokens = {f"a{i:02d}": f"bench-token-{i:02d}-" + "x" * 32 for i in range(args.clients)}
     lines = ["[server]", 'ledger = "ledger.sqlite"', 'releases = "releases/"', f"workers = {args.workers}",
              "requests_per_minute = 100000", "executions_per_minute = 100000",
-             f"max_queued_jobs = {max(32, args.clients)}",
-             "", "[datasets.stops]", f'path = "{POINTS}"', f'study_area = "{AREA}"',
-             f'total_epsilon = "{args.total}"']
+             f"max_queued_jobs = {max(32, args.clients)}", *server]
+    for name, path in datasets.items():
+        lines += ["", f"[datasets.{name}]", f'path = "{path}"', f'study_area = "{AREA}"',
+                  f'total_epsilon = "{args.total}"']
+    granted = "[" + ", ".join(f'"{n}"' for n in datasets) + "]"
     for name, tok in tokens.items():
-        lines += ["", f"[analysts.{name}]", f'token_sha256 = "{hash_token(tok)}"', 'datasets = ["stops"]']
+        lines += ["", f"[analysts.{name}]", f'token_sha256 = "{hash_token(tok)}"', f"datasets = {granted}"]
     cfg = Path(folder) / "service.toml"
     cfg.write_text("\n".join(lines) + "\n")
     port = free_port()
@@ -120,16 +129,66 @@ def run_many(url, tokens, n, clients, make_request):
         return list(pool.map(one, range(n)))
 
 
+def timing(args):
+    """Release times on the sample layer and on the same points moved out of the study area, raw and quantised."""
+    import geopandas as gpd
+    import requests
+
+    from dpgeo.server.config import DEFAULT_JOB_QUANTUM_S
+
+    quantum = DEFAULT_JOB_QUANTUM_S if args.quantum is None else args.quantum
+    args.total = "1000"
+    with tempfile.TemporaryDirectory(prefix="dpgeo-bench-timing-") as folder:
+        moved = gpd.read_file(POINTS)
+        moved["geometry"] = moved.geometry.translate(20.0, -10.0)  # in another country: none in the study area
+        nowhere = Path(folder) / "nowhere.gpkg"
+        moved.to_file(nowhere, driver="GPKG")
+        print(f"{args.timing} releases each, one at a time: 'stops' = the sample layer ({len(moved):,} points), "
+              "'nowhere' = the same points moved out of the study area\n")
+        for q in (0.0, quantum):
+            sub = Path(folder) / f"q{q:g}"
+            sub.mkdir()
+            proc, url, tokens = start(sub, args, server=[f"job_quantum_seconds = {q}"],
+                                      datasets={"stops": POINTS, "nowhere": nowhere})
+            try:
+                s = requests.Session()
+                s.headers["Authorization"] = f"Bearer {tokens['a00']}"
+                times = {"stops": [], "nowhere": []}
+                for i in range(2 * args.timing + 2):
+                    name = ("stops", "nowhere")[i % 2]
+                    t0 = time.perf_counter()
+                    r = s.post(url + "/processes/dp-dbscan-spans/execution",
+                               json={"inputs": dict(SPANS, dataset=name, epsilon=0.1)})
+                    assert r.status_code == 200, r.text
+                    if i >= 2:  # the first of each warms up
+                        times[name].append(time.perf_counter() - t0)
+                print(f"job_quantum_seconds = {q:g}:")
+                for name, ts in times.items():
+                    print(f"  {name:8s} {fmt(ts)}   max {1000 * max(ts):8.1f} ms")
+                gap = pct(times["stops"], 50) - pct(times["nowhere"], 50)
+                print(f"  gap of the medians: {1000 * gap:+.1f} ms\n")
+            finally:
+                proc.terminate()
+                proc.wait(30)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--fit", type=int, default=10, help="releases the total budget allows")
     ap.add_argument("--workers", type=int, default=1, help="worker processes of the server")
+    ap.add_argument("--timing", type=int, default=0, metavar="N",
+                    help="measure the timing channel instead: N releases on a full and on an empty dataset")
+    ap.add_argument("--quantum", type=float, default=None, help="job_quantum_seconds for --timing")
     args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    if args.timing:
+        args.clients = 1
+        return timing(args)
     eps = Fraction(1, 10)
     args.total = str(eps * args.fit)
-    sys.path.insert(0, str(ROOT))
     import requests
 
     import dpgeo

@@ -104,7 +104,10 @@ class StudyArea:
         """Study area as the union of the polygons in a vector file."""
         import geopandas as gpd
 
+        from ._access import check_readable
+
         path = os.fspath(path)
+        check_readable(path, "domain file", DomainError)
         if not os.path.exists(path):
             raise DomainError(f"domain file {path!r} does not exist")
         if not os.path.isdir(path) and not os.path.isfile(path):  # a named pipe would block until written to
@@ -220,8 +223,13 @@ class StudyArea:
         ``wkt`` is the exact outline when it has at most 2,000 vertices; a
         larger one is stored as ``wkt_simplified`` (at most 2,000 vertices,
         simplified by ``simplify_tolerance`` in the study area's CRS units),
-        so a map of the release can still draw it.
+        so a map of the release can still draw it. An area taken from the
+        private data (exploration only) is described, never located: no
+        bounds, no outline.
         """
+        if self.from_data:  # the extent of the private data reveals its extreme points: never written anywhere
+            return {"description": self.description, "crs": _crs_label(self.source_crs), "bounds": None, "wkt": None,
+                    "from_private_data": True}
         n = shapely.get_num_coordinates(self.geometry)
         md = {
             "description": self.description,

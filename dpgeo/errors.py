@@ -131,8 +131,9 @@ class NotPrivateWarning(UserWarning):
 class BudgetWarning(UserWarning):
     """Something the data owner should know about the privacy-budget ledger.
 
-    For example: a release was recorded under the input's path because no
-    dataset name was given. The command line prints it as a note.
+    For example: no total is declared for the dataset a release was charged
+    to, so nothing limits its spending; or the input looks like a near-copy
+    of a declared dataset's file. The command line prints it as a note.
     """
 
 

@@ -3,7 +3,7 @@
 Shared by the point readers (:mod:`dpgeo.counting.readers`) and the release
 writers (:mod:`dpgeo.io`). GDAL is reached through one of two bindings, the
 *engine*: ``"pyogrio"`` (a dependency of dpgeo, and the fast path) or
-``"fiona"`` (``pip install dpgeo[fiona]``). ``engine="auto"`` (the default
+``"fiona"`` (``pip install fiona``). ``engine="auto"`` (the default
 everywhere) takes pyogrio when it imports and fiona otherwise; asking for an
 engine that is not installed is an error that names the package to install.
 CSV and GeoParquet input and GeoJSON output need no engine.
@@ -15,15 +15,16 @@ import importlib
 import os
 import re
 
+from ._access import access_problem, check_readable  # noqa: F401 (part of this module's API)
 from .errors import InputError, OutputError, ParameterError
 
 __all__ = ["ENGINES", "OUTPUT_EXTENSIONS", "check_engine", "pick_engine", "output_driver", "is_csv", "is_parquet",
-           "short_error", "input_error_text"]
+           "short_error", "input_error_text", "access_problem", "check_readable"]
 
 #: Accepted values of every ``engine=`` argument.
 ENGINES = ("auto", "pyogrio", "fiona")
 
-_INSTALL = {"pyogrio": "pip install pyogrio", "fiona": "pip install dpgeo[fiona]"}
+_INSTALL = {"pyogrio": "pip install pyogrio", "fiona": "pip install fiona"}
 
 
 def _importable(name) -> bool:

@@ -28,7 +28,30 @@ import shapely
 from .domain import StudyArea
 from .errors import DomainError, ParameterError
 
-__all__ = ["Grid", "neighbourhood_offsets", "cell_width_for_radius", "PointAssignment"]
+__all__ = ["Grid", "neighbourhood_offsets", "cell_width_for_radius", "PointAssignment", "area_m2",
+           "AREA_M2_DECIMALS"]
+
+#: Decimals of every published ``area_m2`` (0.01 m²): polygons made of cells metres wide, clipped to a
+#: study area, are not known better; the rest is floating-point noise of coordinates in the millions.
+AREA_M2_DECIMALS = 2
+
+
+def area_m2(geoms) -> np.ndarray:
+    """Areas of polygons in a metric CRS, in m², to :data:`AREA_M2_DECIMALS` decimals.
+
+    Examples
+    --------
+    >>> w = 106.06601717798212  # cells of 150/√2 m, in UTM coordinates: 7 × 9 of them
+    >>> cells = [shapely.box(473941.23 + i * w, 4970748.47 + j * w, 473941.23 + (i + 1) * w, 4970748.47 + (j + 1) * w)
+    ...          for i in range(7) for j in range(9)]
+    >>> span = shapely.union_all(cells)
+    >>> float(shapely.area(span)) == 708_750.0, area_m2([span]).tolist()
+    (False, [708750.0])
+    """
+    geoms = np.asarray(geoms, dtype=object)
+    if geoms.size == 0:
+        return np.zeros(0)
+    return np.round(shapely.area(geoms).astype(float), AREA_M2_DECIMALS)
 
 #: Grids up to this many cells keep a one-byte class per cell for fast point assignment.
 _CLASS_MASK_MAX_CELLS = 1 << 28
@@ -358,7 +381,10 @@ class Grid:
         return shapely.box(x0, y0, x0 + w, y0 + w)
 
     def to_metadata(self) -> dict:
-        """JSON-serialisable description of the (public) grid."""
+        """JSON-serialisable description of the (public) grid; without its origin and shape when it was laid over
+        the private data's own extent (exploration only: they would locate the extreme points)."""
+        if getattr(self.area, "from_data", False):
+            return {"cell_width_m": self.cell_m, "origin": None, "nx": None, "ny": None, "n_cells": None}
         return {
             "cell_width_m": self.cell_m,
             "origin": [self.origin_x, self.origin_y],

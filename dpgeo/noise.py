@@ -40,7 +40,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import stats
 
 from . import _exact
 from .errors import ParameterError
@@ -50,7 +49,10 @@ __all__ = [
     "NoiseSource",
     "as_source",
     "noise_rate",
+    "noise_epsilon",
     "split_epsilon",
+    "RATE_MIN",
+    "RATE_MAX",
     "discrete_laplace_q",
     "sample_discrete_laplace",
     "sample_discrete_laplace_tail",
@@ -75,13 +77,47 @@ LAPLACE_SAMPLER = "discrete Laplace, exact integer inverse-CDF sampler"
 #: What the exponential mechanism is drawn with (for metadata).
 EM_SAMPLER = "exponential mechanism, exact rejection sampler with Bernoulli(exp(-γ)) (Canonne, Kamath & Steinke 2020)"
 
-#: Allowed range of ε/Δ: the exact tables need ``2**-40 <= ε/Δ <= 2**40``.
-_RATE_MIN = Fraction(1, 1 << 40)
-_RATE_MAX = Fraction(1 << 40)
+#: Smallest ε/Δ of any noise draw: below it the exact tables would not fit in memory.
+RATE_MIN = Fraction(1, 1 << 40)
+#: Largest ε/Δ of any noise draw. Above about 708, ``q = exp(-ε/Δ)`` is not a normal float and every
+#: utility figure computed from it (bounds, intervals) breaks; already at 512 a draw is non-zero with
+#: probability below 1e-222, i.e. the output is the exact count and no privacy is left. Refused up front.
+RATE_MAX = Fraction(512)
+_RATE_MIN, _RATE_MAX = RATE_MIN, RATE_MAX
+
+
+def noise_epsilon(epsilon) -> Fraction:
+    """The ε the noise realises for a float ``epsilon``, as an exact rational: never above its decimal value.
+
+    The privacy-budget ledger charges the decimal a float prints as (``0.1``
+    is charged as 1/10). The noise uses the float's exact binary value
+    when that is not above the decimal, else the next float below (the
+    binary value of ``0.1`` is 0.1000000000000000055…, so the noise uses
+    0.09999999999999999167…). What is spent is therefore never more than
+    what is charged, to the last bit, and the difference (one unit in the
+    last place at most) changes no output in practice.
+
+    Examples
+    --------
+    >>> noise_epsilon(0.5)
+    Fraction(1, 2)
+    >>> noise_epsilon(0.1) < Fraction(1, 10) < Fraction(0.1)
+    True
+    """
+    _check_eps(epsilon)
+    return _noise_epsilon(float(epsilon))
+
+
+@functools.lru_cache(maxsize=1024)
+def _noise_epsilon(f: float) -> Fraction:
+    binary = Fraction(f)
+    if binary <= Fraction(repr(f)):
+        return binary
+    return Fraction(math.nextafter(f, 0.0))  # above the midpoint below the decimal: below the decimal
 
 
 def noise_rate(epsilon, sensitivity=1) -> Fraction:
-    """``ε/Δ`` as an exact rational (the binary values of the floats given).
+    """``ε/Δ`` as an exact rational: `noise_epsilon` of ε over the exact value of ``Δ``.
 
     Examples
     --------
@@ -100,27 +136,37 @@ def _noise_rate(epsilon, sensitivity) -> Fraction:
     if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, float, np.integer, np.floating)) \
             or not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ParameterError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
-    r = Fraction(float(epsilon)) / Fraction(sensitivity if isinstance(sensitivity, (int, np.integer))
-                                            else float(sensitivity))
-    if not _RATE_MIN <= r <= _RATE_MAX:
-        raise ParameterError(f"epsilon / sensitivity must be between 2**-40 and 2**40 for the exact noise "
-                             f"sampler, got {float(r):g}; choose a budget in that range")
+    r = noise_epsilon(epsilon) / Fraction(sensitivity if isinstance(sensitivity, (int, np.integer))
+                                          else float(sensitivity))
+    if not RATE_MIN <= r <= RATE_MAX:
+        raise ParameterError(rate_error(float(r)))
     return r
 
 
+def rate_error(rate: float, what="epsilon per unit of sensitivity") -> str:
+    """The one-line refusal of a noise rate ε/Δ outside [`RATE_MIN`, `RATE_MAX`]."""
+    if rate > RATE_MAX:
+        return (f"{what} is {rate:g}, above the largest the noise supports ({int(RATE_MAX)}): at that epsilon the "
+                "noise is almost surely zero, so the output would be the exact data and no privacy is left; "
+                "choose a smaller epsilon")
+    return (f"{what} is {rate:g}, below the smallest the exact noise sampler supports (2**-40, about 9.1e-13); "
+            "choose a larger epsilon")
+
+
 def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
-    """Split a budget into ``(a, b)`` with ``a ≈ share·ε`` and ``a + b <= ε`` exactly (as real numbers).
+    """Split a budget into ``(a, b)`` with ``a ≈ share·ε`` whose noise spends at most ``ε``, exactly.
 
     Floating-point products such as ``0.9 * eps`` and ``0.1 * eps`` can add
     up to one unit in the last place *more* than ``eps``; with the exact
-    samplers that would be the budget actually spent. Here ``b`` is rounded
-    down where needed, so sequential composition spends at most ``ε``.
+    samplers that would be the budget actually spent. Here the parts are
+    taken from exact rationals and rounded down, so that
+    ``noise_epsilon(a) + noise_epsilon(b) <= noise_epsilon(ε)``: sequential
+    composition spends at most what the ledger charges for ``ε``.
 
     Examples
     --------
     >>> a, b = split_epsilon(1.0, 0.9)
-    >>> from fractions import Fraction
-    >>> Fraction(a) + Fraction(b) <= 1
+    >>> noise_epsilon(a) + noise_epsilon(b) <= 1
     True
     """
     return _split_epsilon(float(epsilon), float(share))
@@ -129,13 +175,36 @@ def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
 @functools.lru_cache(maxsize=256)
 def _split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
     _check_eps(epsilon)
-    a = float(share) * float(epsilon)
-    b = float(epsilon) - a
-    while Fraction(a) + Fraction(b) > Fraction(float(epsilon)):
-        b = math.nextafter(b, 0.0)
-    if not (a > 0 and b > 0):
+    if not 0.0 < share < 1.0:
         raise ParameterError(f"cannot split epsilon={epsilon!r} with share {share!r}")
-    return a, b
+    whole = noise_epsilon(epsilon)
+    first = float_at_most(whole * Fraction(share))
+    second = float_at_most(whole - noise_epsilon(first)) if first > 0 else 0.0
+    if not (first > 0 and second > 0):
+        raise ParameterError(f"cannot split epsilon={epsilon!r} with share {share!r}")
+    return first, second
+
+
+def float_at_most(value: Fraction) -> float:
+    """The largest float ``f`` with ``noise_epsilon(f) <= value`` (0.0 when there is none above 0).
+
+    What a budget part computed exactly (a `fractions.Fraction`) becomes
+    for the samplers, which take floats: never more than the part.
+
+    Examples
+    --------
+    >>> float_at_most(Fraction(1, 10))
+    0.1
+    >>> noise_epsilon(float_at_most(Fraction(1, 3))) <= Fraction(1, 3)
+    True
+    """
+    value = Fraction(value)
+    if value <= 0:
+        return 0.0
+    f = float(value)
+    while f > 0 and (not math.isfinite(f) or _noise_epsilon(f) > value):
+        f = math.nextafter(f, 0.0)
+    return f
 
 
 def discrete_laplace_q(epsilon: float, sensitivity: float = 1.0) -> float:
@@ -165,7 +234,7 @@ def sample_discrete_laplace(source, size, *, epsilon, sensitivity=1) -> np.ndarr
     source : NoiseSource (or numpy Generator: then not private)
     size : int or tuple of int
     epsilon, sensitivity : float
-        ``ε`` and the L1 sensitivity ``Δ``; their exact binary values are used.
+        ``ε`` and the L1 sensitivity ``Δ``: ``noise_epsilon(ε)`` and the exact binary value of ``Δ``.
 
     Examples
     --------
@@ -258,7 +327,7 @@ def sample_exponential_mechanism(source, utility, *, epsilon, sensitivity) -> in
     if u.dtype.kind not in "iu" and not (np.all(np.isfinite(u)) and np.all(u == np.round(u))):
         raise ParameterError("utility must hold integers")
     _check_eps(epsilon)
-    gamma = Fraction(float(epsilon)) / (2 * Fraction(sensitivity if isinstance(sensitivity, (int, np.integer))
+    gamma = noise_epsilon(epsilon) / (2 * Fraction(sensitivity if isinstance(sensitivity, (int, np.integer))
                                                       else float(sensitivity)))
     if not gamma > 0:
         raise ParameterError(f"sensitivity must be > 0, got {sensitivity!r}")
@@ -342,10 +411,17 @@ def discrete_laplace_variance(q: float) -> float:
     return 2.0 * q / (1.0 - q) ** 2
 
 
+def _stats():
+    """scipy.stats, imported when first needed (it costs a command about 0.3 s to start)."""
+    from scipy import stats
+
+    return stats
+
+
 def _nbinom(k: int, q: float):
     # number of failures before k successes, success probability 1-q:
     # the sum of k geometric variables on {0, 1, ...}
-    return stats.nbinom(k, 1.0 - q)
+    return _stats().nbinom(k, 1.0 - q)
 
 
 def sum_sf(t, k: int, q: float) -> np.ndarray:
@@ -488,6 +564,7 @@ def sum_positive_part_sf(t, k: int, q: float) -> np.ndarray:
     _check_q(q)
     t = np.atleast_1d(np.asarray(t, dtype=np.int64))
     j = np.arange(1, k + 1)
+    stats = _stats()
     wj = stats.binom.pmf(j, k, q / (1 + q))
     out = []
     for tt in t:
@@ -527,7 +604,7 @@ def sum_interval_halfwidth(k: int, q: float, level: float = 0.95) -> int:
     if k <= 0:
         return 0
     if k > _EXACT_INTERVAL_MAX_K:
-        z = stats.norm.isf((1.0 - level) / 2.0)
+        z = _stats().norm.isf((1.0 - level) / 2.0)
         return int(math.ceil(z * math.sqrt(k * discrete_laplace_variance(q))))
     if interval_fft_size(k, q) > EXACT_INTERVAL_MAX_FFT:  # tiny epsilon: a valid interval, at most 2k + 1 wider
         return continuous_abs_bound(k, q, 1.0 - level)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import shapely
 
-from .grid import Grid
+from .grid import Grid, area_m2
 from .noise import sum_interval_halfwidth
 
 __all__ = ["cluster_polygons", "LAYER_COLUMNS"]
@@ -160,7 +160,7 @@ def cluster_polygons(
     data = {
         "cluster_id": np.arange(1, k + 1, dtype=np.int64),
         "n_cells": n_cells,
-        "area_m2": shapely.area(geoms).astype(float) if geoms.size else np.zeros(0),
+        "area_m2": area_m2(geoms),
         "dp_count": np.maximum(sums, 0),
         "dp_count_low": low,
         "dp_count_high": high,

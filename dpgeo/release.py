@@ -33,28 +33,81 @@ from .formats import output_driver
 from .io.files import read_layer_metadata, write_layer
 
 __all__ = ["Release", "ClusterLayer", "read_release", "format_metadata", "Charge", "start_charge", "dataset_key",
-           "IN_MEMORY_DATASET", "ledger_file", "run_protected_files"]
+           "DatasetChoice", "choose_dataset", "IN_MEMORY_DATASET", "ledger_file", "run_protected_files"]
 
 #: The dataset key of in-memory inputs (arrays, GeoDataFrames) run without ``dataset=``.
 IN_MEMORY_DATASET = "unnamed in-memory data"
 
 
 def dataset_key(points, dataset=None) -> tuple[str, bool]:
-    """The ledger key of a run and whether the owner named it.
+    """The ledger key of a run without looking at the ledger, and whether the owner named it.
 
     A name given by the owner (``dataset=``, ``--dataset``) is what composes:
     several files of the same people share it. Without one, a file input is
-    keyed on its resolved path and an in-memory input on
-    :data:`IN_MEMORY_DATASET` (so unnamed in-memory runs all share one budget:
-    conservative, never an undercount).
+    charged by its content (`start_charge` asks the ledger: a declared
+    dataset, else a key of the content); this is the key of an in-memory
+    input, :data:`IN_MEMORY_DATASET` (so unnamed in-memory runs all share one
+    budget: conservative, never an undercount).
     """
+    if isinstance(dataset, DatasetChoice):
+        return dataset.key, dataset.published is not None
     if dataset is not None:
         return dataset, True
-    if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
+    if _is_path(points):
         from .budget import dataset_key_for_path
 
         return dataset_key_for_path(os.fsdecode(points) if isinstance(points, bytes) else points), False
     return IN_MEMORY_DATASET, False
+
+
+def _is_path(points) -> bool:
+    return isinstance(points, (str, bytes)) or hasattr(points, "__fspath__")
+
+
+@dataclass(frozen=True)
+class DatasetChoice:
+    """A dataset already resolved by a front end (QGIS reads the points itself): pass it as ``dataset=``.
+
+    ``key`` is the ledger's key; ``published`` what the release may publish
+    (None: nothing); ``notes`` what the front end told the owner already.
+    Make one with :func:`choose_dataset`.
+    """
+
+    key: str
+    published: str | None
+    notes: tuple = ()
+
+
+def choose_dataset(source, name=None, *, ledger=None, record=True) -> DatasetChoice:
+    """The dataset a run on ``source`` (a file path, or None for points in memory) is charged to.
+
+    Parameters
+    ----------
+    source : str, os.PathLike or None
+        The input file (its content decides: see :meth:`dpgeo.budget.Ledger.resolve`).
+    name : str, optional
+        The name the owner gave.
+    ledger : Ledger, str or None
+        The ledger (None: the default one).
+    record : bool
+        False: record nothing in the ledger (a dialog showing the budget as it is filled in).
+
+    Raises
+    ------
+    ParameterError
+        ``name`` is not the dataset the input's content was declared as.
+    """
+    if source is None:
+        if name is None:
+            return DatasetChoice(IN_MEMORY_DATASET, None, (_in_memory_note(),))
+        return DatasetChoice(name, name)
+    r = _open_ledger(ledger).resolve(source, name, record=record)
+    return DatasetChoice(r.key, r.published, r.notes)
+
+
+def _in_memory_note():
+    return (f"no dataset name given: this release is charged to {IN_MEMORY_DATASET!r}, shared by every unnamed "
+            "in-memory run. Pass dataset=NAME so that the budget is kept per population")
 
 
 def ledger_file(ledger):
@@ -97,12 +150,18 @@ class Charge:
     release_id : str
         Random, unguessable id of the release (the ledger's, when there is one).
     dataset : str or None
-        The dataset key the release is charged to.
+        The dataset key the release is charged to (owner-side: it may be a key made from the input's content).
+    published : str or None
+        The dataset's name as the release publishes it: the name the owner gave or declared, else None.
+    ledger_path : str or None
+        The ledger's file (owner-side).
     """
 
-    def __init__(self, reservation=None, *, dataset=None):
+    def __init__(self, reservation=None, *, dataset=None, published=None, ledger_path=None):
         self.reservation = reservation
         self.dataset = reservation.dataset if reservation is not None else dataset
+        self.published = published
+        self.ledger_path = ledger_path
         self.release_id = reservation.release_id if reservation is not None else secrets.token_hex(16)
 
     def __enter__(self):
@@ -122,14 +181,17 @@ class Charge:
         return self.reservation.before_noise()
 
     def complete(self, outputs=()):
+        """Record that the release exists (its layer and metadata are made); call it last, never before."""
         if self.reservation is not None and self.reservation.status == "reserved":
             self.reservation.complete(outputs)
 
     def metadata(self) -> dict:
-        """What every output of the release records about it (public values only)."""
+        """What every output of the release records about it (public values only: never a path)."""
         from .budget import format_exact
 
-        md = {"release_id": self.release_id, "dataset": self.dataset}
+        md = {"release_id": self.release_id}
+        if self.published is not None:
+            md["dataset"] = self.published
         r = self.reservation
         if r is not None:
             md["dataset_spent_epsilon"] = float(r.spent_epsilon)
@@ -138,8 +200,22 @@ class Charge:
             md["ledger_release_date"] = r.date
         return md
 
+    def record_outputs(self, paths):
+        """Add files written from the release to its ledger record (spends nothing); a warning if that fails."""
+        if self.reservation is None or self.ledger_path is None or not paths:
+            return
+        from .budget import Ledger
+        from .errors import DpgeoError
 
-def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, analyst=None, private=True) -> Charge:
+        try:
+            Ledger(self.ledger_path).add_outputs(self.release_id, [os.path.abspath(p) for p in paths])
+        except DpgeoError as exc:
+            warnings.warn(f"the file was written but not recorded with its release in the ledger: {exc}",
+                          BudgetWarning, stacklevel=3)
+
+
+def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, analyst=None, private=True,
+                 unattended=False, stacklevel=3) -> Charge:
     """Reserve the release's ε in the dataset's ledger, before any private data is read.
 
     Parameters
@@ -149,10 +225,13 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         (``$DPGEO_LEDGER``, else the user's data directory), or ``False`` for
         none (the release is then not recorded anywhere: the owner takes on
         the bookkeeping).
-    dataset : str or None
-        The dataset's name; see :func:`dataset_key` for runs without one.
+    dataset : str, DatasetChoice or None
+        The dataset's name. For a file input the ledger checks it against the
+        file's content: a file declared as another dataset is refused, and a
+        run without a name is charged to the declared dataset the file holds
+        (else to a key of its content). See :mod:`dpgeo.budget.datasets`.
     points
-        The run's input (only its path is used, to key unnamed runs).
+        The run's input (a file's bytes are fingerprinted; no record is read).
     epsilon, delta : float
         What the whole release costs.
     mechanism : str
@@ -161,6 +240,11 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         Who runs it (default: the operating-system user).
     private : bool
         ``False`` for runs that are not differentially private: nothing is charged.
+    unattended : bool
+        Notes that depend on the input's content go to the owner's log
+        (``dpgeo.owner``), never to a warning (stderr).
+    stacklevel : int
+        Where a warning about an unnamed dataset points (the caller of the caller, by default).
 
     Raises
     ------
@@ -168,21 +252,49 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         The release would exceed the dataset's total. Nothing is read or written.
     LedgerError
         The ledger cannot be used (corrupt, locked, read-only, newer version).
+    ParameterError
+        The input's content is declared as another dataset than the one named.
     """
-    key, named = dataset_key(points, dataset)
     if ledger is False or not private:
-        return Charge(None, dataset=key)
-    reservation = _open_ledger(ledger).reserve(key, epsilon=epsilon, delta=delta, mechanism=mechanism,
-                                               analyst=analyst)
-    if reservation.new_dataset and not named:
-        from .budget import path_key_notice
+        key, named = dataset_key(points, dataset)
+        return Charge(None, dataset=key, published=key if named else None)
+    book = _open_ledger(ledger)
+    if isinstance(dataset, DatasetChoice):
+        choice = DatasetChoice(dataset.key, dataset.published)  # its notes were told by the front end
+    elif _is_path(points):
+        r = book.resolve(points, dataset)
+        choice = DatasetChoice(r.key, r.published, tuple(zip(r.notes, r.content_notes)))
+    elif dataset is None:
+        choice = DatasetChoice(IN_MEMORY_DATASET, None, ((_in_memory_note(), False),))
+    else:
+        choice = DatasetChoice(dataset, dataset)
+    reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst)
+    notes = list(choice.notes)
+    unnamed_file = choice.published is None and _is_path(points)  # its resolution note says it already
+    if reservation.total_epsilon is None and not unnamed_file:
+        notes.append((undeclared_notice(reservation.dataset, choice.published is None), False))
+    for text, depends_on_content in notes:
+        _tell_owner(text, unattended=unattended and depends_on_content, stacklevel=stacklevel)
+    return Charge(reservation, published=choice.published, ledger_path=book.path)
 
-        notice = (path_key_notice(key) if key != IN_MEMORY_DATASET else
-                  f"no dataset name given: this release is recorded in the privacy-budget ledger under "
-                  f"{IN_MEMORY_DATASET!r}, shared by every unnamed in-memory run. Pass dataset=NAME so that the "
-                  "budget is kept per population.")
-        warnings.warn(notice, BudgetWarning, stacklevel=3)
-    return Charge(reservation)
+
+def undeclared_notice(key, unnamed=False) -> str:
+    """What a run charged to a dataset without a declared total says, every time."""
+    if unnamed:
+        return ("nothing limits the privacy budget this release spends: no dataset with a declared total was named "
+                "or found for its input. Declare the dataset once: dpgeo budget declare NAME --file FILE --total "
+                "EPSILON")
+    return (f"nothing limits the privacy budget of dataset {key!r}: it has no declared total. Declare one: "
+            f"dpgeo budget declare {key} --file FILE --total EPSILON (or dpgeo budget set {key} --total EPSILON)")
+
+
+def _tell_owner(text, *, unattended, stacklevel=3):
+    if unattended:  # about the input's content: the owner's log only, never stderr
+        from .counting import OWNER_LOG
+
+        OWNER_LOG.warning("%s", text)
+    else:
+        warnings.warn(text, BudgetWarning, stacklevel=stacklevel + 1)
 
 
 _SUMMARY_KEYS = [
@@ -227,22 +339,42 @@ class Release:
     #: ``(what, path)`` of the files :meth:`to_file` must never replace (the private input, the study area,
     #: the ledger): kept here, never in the metadata.
     _protected: tuple = field(default=(), repr=False, compare=False)
+    #: The release's :class:`Charge` (owner-side: the ledger and the dataset key), None for a release read
+    #: from a file; :meth:`to_file` records each file written with it in the ledger.
+    _charge: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def ledger_record(self) -> dict | None:
+        """For the owner, never published: the ledger, dataset key and release id this release is charged to.
+
+        None when nothing was charged (not private, ``ledger=False``, or read from a file).
+        """
+        c = self._charge
+        if c is None or c.reservation is None:
+            return None
+        r = c.reservation
+        return {"ledger": c.ledger_path, "dataset": c.dataset, "published_dataset": c.published,
+                "release_id": c.release_id, "spent_epsilon": r.spent_epsilon, "total_epsilon": r.total_epsilon}
 
     @property
     def differentially_private(self) -> bool:
         return bool(self.metadata.get("differentially_private"))
 
-    def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap=None, attribution=None) -> str:
+    def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap="osm", attribution=None,
+                title=None) -> str:
         """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension.
 
         GeoJSON and the HTML map are always EPSG:4326 (RFC 7946); a
         GeoPackage is in the working CRS unless ``crs`` is given, through
         ``engine`` (``"auto"``, ``"pyogrio"`` or ``"fiona"``); a PNG is drawn
-        in ``crs`` or the working CRS. ``basemap`` (an XYZ tile URL template)
-        and ``attribution`` add tiles under an HTML map, which otherwise
-        requests nothing from any host. See :func:`dpgeo.io.write_layer`.
+        in ``crs`` or the working CRS. An HTML map is drawn over
+        OpenStreetMap's standard tiles (``basemap="osm"``, the default), the
+        tiles of an XYZ URL template (``basemap``, credited with
+        ``attribution``), or nothing (``basemap="none"``: the page then
+        requests nothing from any host). ``title`` is the heading of an HTML
+        or PNG map (default: the mechanism). See :func:`dpgeo.io.write_layer`.
         Writing is free (post-processing of the release); the file appears
-        only when complete.
+        only when complete, and is recorded with the release in the ledger.
         """
         from .io.paths import check_not_input
 
@@ -253,8 +385,11 @@ class Release:
 
             c = CRS.from_user_input(crs)
             md["output_crs"] = f"EPSG:{c.to_epsg()}" if c.to_epsg() else c.name
-        return write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                           attribution=attribution)
+        written = write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine, basemap=basemap,
+                              attribution=attribution, title=title)
+        if self._charge is not None:
+            self._charge.record_outputs([written])
+        return written
 
     def summary(self) -> str:
         """Human-readable summary of the metadata (one ``key: value`` a line)."""

@@ -47,7 +47,7 @@ def browser_missing():
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
-        return "the playwright package is not installed (pip install dpgeo[test])"
+        return "the playwright package is not installed (from the checkout: pip install -e '.[test]')"
     return None
 
 

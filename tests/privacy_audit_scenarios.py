@@ -29,7 +29,7 @@ from scipy import stats
 
 import dpgeo
 import dpgeo.pipeline.dbscan
-import dpgeo.pipeline.wave
+import dpgeo.pipeline.run
 from dpgeo import histogram
 from dpgeo.counting import reservoir
 from dpgeo.counting.reservoir import PersonReservoir
@@ -535,8 +535,8 @@ def _memo_noise_bound(**kw):
 _NOISE_BOUND = functools.lru_cache(maxsize=64)(dbscan.noise_bound)
 
 
-#: Pipeline modules that bind the contribution bound (DP-DBSCAN spans and WaveCluster entry points).
-_PIPELINE_MODULES = (dpgeo.pipeline.dbscan, dpgeo.pipeline.wave)
+#: Pipeline modules that bind the contribution bound (the one release pipeline).
+_PIPELINE_MODULES = (dpgeo.pipeline.run,)
 #: Modules that bind the count step and the sensitivity table (patched wherever bound).
 _COUNT_MODULES = (m_privqt, m_privthr, m_privthr_em)
 _SENS_MODULES = (m_transform, m_privthr, m_privthr_em)

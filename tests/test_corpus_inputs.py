@@ -10,11 +10,14 @@ study-area polygon (repaired, with one warning line saying what area was used).
 import gzip
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import warnings
 import zipfile
+from pathlib import Path
 
 import geopandas as gpd
 import numpy as np
@@ -116,6 +119,18 @@ def data(tmp_path_factory):
     (d / "notes_folder").mkdir()
     (d / "notes_folder" / "readme.txt").write_text(NAME)
 
+    # a few bad records among good ones: accepted, each dropped record counted under its own reason
+    bad = pd.concat([df, df.iloc[1:51].assign(lat=95.5), df.iloc[51:54].assign(lon=200.0),
+                     df.iloc[54:56].assign(lon=float("nan"))], ignore_index=True)
+    bad.to_csv(d / "some_bad.csv", index=False)
+    pq.write_table(pa.Table.from_pandas(bad), d / "some_bad_plain.parquet")
+    geoms = list(gpd.points_from_xy(bad.lon, bad.lat)[:-2]) + [shapely.Point(), shapely.Point()]
+    geoms += [shapely.LineString([(-93.26, 44.97), (-93.25, 44.98)])]
+    mixed = gpd.GeoDataFrame({"name": [NAME] * len(geoms)}, geometry=geoms, crs=4326)
+    mixed.to_file(d / "some_bad.gpkg")
+    mixed.to_parquet(d / "some_bad.parquet")
+    (d / "some_bad.geojson").write_text(_fc(geoms))
+
     # study areas
     (d / "bowtie.geojson").write_text(_fc([shapely.Polygon(
         [(-93.33, 44.89), (-93.19, 45.06), (-93.19, 44.89), (-93.33, 45.06)])], props={}))
@@ -136,8 +151,13 @@ def data(tmp_path_factory):
 
 @pytest.fixture
 def env(tmp_path_factory):
-    """A ledger outside the watched folders (its file may appear)."""
-    return {"DPGEO_LEDGER": str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite")}
+    """A ledger outside the watched folders (its file may appear), where 'corpus' has a declared total (an
+    undeclared dataset would add a note to every run's stderr: nothing limits its spending)."""
+    from dpgeo.budget import Ledger
+
+    path = str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite")
+    Ledger(path).set_total("corpus", 10**6)
+    return {"DPGEO_LEDGER": path}
 
 
 def run(cmd, data, tmp_path, env, *args, domain=AREA):
@@ -307,16 +327,170 @@ def test_no_person_wording_without_a_person_column(data, tmp_path, env):
 
 
 def test_unattended_data_conditions_are_owner_warnings_not_refusals(data, tmp_path, env):
-    """Unattended: swapped columns give a valid (empty) release, its warning printed once for the owner."""
+    """Unattended: swapped columns give a valid (empty) release; the owner's warning goes to the owner's log,
+    never to stderr, which says nothing that depends on the data."""
     a = run("spans", data, tmp_path, env, str(data / "swapped.csv"), "--unattended")
     a.remove("-q")
     p = subprocess.run([sys.executable, "-m", "dpgeo", *a], cwd=tmp_path, capture_output=True, text=True,
                        env=dict(os.environ, **env), timeout=300)
     assert p.returncode == 0, p.stderr
-    assert p.stderr.count("looks like lat/lon swapped") == 1, p.stderr
+    assert "lat/lon" not in p.stderr and "do not publish" not in p.stderr, p.stderr
     assert (tmp_path / "out.gpkg").exists()
     for value in PRIVATE_MARKERS:
         assert value not in p.stderr
+
+
+# -- a few bad records: accepted, each counted under its true reason -------------------------------------------
+
+DROPS = {  # what the owner's report must say, per file (and what it must not)
+    "some_bad.csv": ["50 with a latitude beyond ±90°", "3 with a longitude beyond ±180°", "2 with a missing"],
+    "some_bad_plain.parquet": ["50 with a latitude beyond ±90°", "3 with a longitude beyond ±180°",
+                               "2 with a missing"],
+    "some_bad.geojson": ["50 with a latitude beyond ±90°", "3 with a longitude beyond ±180°",
+                         "2 without geometry", "1 with a non-point geometry"],  # GDAL reads `[]` as no geometry
+    "some_bad.gpkg": ["50 with a latitude beyond ±90°", "3 with a longitude beyond ±180°",
+                      "2 with an empty geometry", "1 with a non-point geometry"],
+    "some_bad.parquet": ["50 with a latitude beyond ±90°", "3 with a longitude beyond ±180°",
+                         "2 with an empty geometry", "1 with a non-point geometry"],
+}
+
+
+@pytest.mark.parametrize("name", list(DROPS))
+def test_dropped_records_are_counted_under_their_true_reason(name, data, tmp_path, env):
+    a = run("spans", data, tmp_path, env, str(data / name))
+    a.remove("-q")
+    before = snapshot(data)
+    p = subprocess.run([sys.executable, "-m", "dpgeo", *a], cwd=tmp_path, capture_output=True, text=True,
+                       env=dict(os.environ, **env), timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "Warning" not in p.stderr and snapshot(data) == before
+    report = next(line for line in p.stderr.splitlines() if line.startswith("input:"))
+    n_bad = 55 if name.endswith((".csv", "_plain.parquet")) else 56
+    assert f"{400 + n_bad:,} records read, {n_bad} dropped (" in report, report
+    for words in DROPS[name]:
+        assert words in report, report
+    for value in PRIVATE_MARKERS:
+        assert value not in p.stderr
+
+
+def test_api_diagnostics_name_the_reasons(data, monkeypatch, tmp_path):
+    import dpgeo
+
+    monkeypatch.setenv("DPGEO_LEDGER", str(tmp_path / "ledger.sqlite"))
+    res = dpgeo.dbscan_spans(str(data / "some_bad.gpkg"), seed=1, **SPANS)
+    assert res.diagnostics["dropped_by_reason"] == {"empty_geometry": 2, "lat_out_of_range": 50,
+                                                    "lon_out_of_range": 3, "non_point": 1}
+    from dpgeo.counting import prepare_points
+
+    prep = prepare_points(str(data / "some_bad.csv"), domain=AREA)  # the owner's comparison report reads this
+    assert prep.diagnostics["dropped_by_reason"] == {"lat_out_of_range": 50, "lon_out_of_range": 3,
+                                                     "missing_coordinate": 2}
+
+
+# -- inputs this user may not read ---------------------------------------------------------------------------
+
+def _unreadable_cases(top):
+    """(argument, words the refusal must have) for a file, a folder, a file in a folder that may not be opened,
+    a glob in such a folder and a study-area file; every path made unreadable to anyone but root."""
+    good = _records().to_csv(index=False)
+    cases = []
+    for name in ("stops.csv", "stops.geojson", "stops.gpkg", "stops.parquet"):
+        f = top / name
+        if name.endswith(".csv"):
+            f.write_text(good)
+        else:
+            df = _records()
+            g = gpd.GeoDataFrame(df, geometry=gpd.points_from_xy(df.lon, df.lat), crs=4326)
+            g.to_parquet(f) if name.endswith(".parquet") else g.to_file(f)
+        os.chmod(f, 0)
+        cases.append(([str(f)], ["not readable", "chmod +r"]))
+    closed = top / "closed"
+    closed.mkdir()
+    (closed / "stops.csv").write_text(good)
+    os.chmod(closed, 0o600)  # listable, not searchable
+    cases.append(([str(closed / "stops.csv")], ["cannot be reached", "chmod +x"]))
+    cases.append(([str(closed)], ["may not be listed", "chmod +rx"]))
+    cases.append(([str(closed / "*.csv")], ["may not be listed", "chmod +rx"]))
+    area = top / "area.geojson"
+    area.write_text(_fc([BOX], props={}))
+    os.chmod(area, 0)
+    readable = top / "open.csv"
+    readable.write_text(good)
+    cases.append(([str(readable), "--domain", str(area)], ["domain file", "not readable"]))
+    return cases
+
+
+def _python_for(uid):
+    """This interpreter, when the user ``uid`` may run it with this environment's packages; else None."""
+    try:
+        p = subprocess.run([sys.executable, "-c", "import dpgeo, numpy, pyarrow, pyogrio"], user=uid, group=uid,
+                           extra_groups=[], capture_output=True, timeout=120, cwd="/")
+    except OSError:
+        return None
+    return sys.executable if p.returncode == 0 else None
+
+
+def test_unreadable_inputs_are_refused_in_one_line():
+    """As root, as the user "nobody" (root may read anything); otherwise as this user."""
+    top = Path(tempfile.mkdtemp(prefix="dpgeo-unreadable-"))  # pytest's own folders are closed to others
+    os.chmod(top, 0o777)
+    as_root = getattr(os, "geteuid", lambda: 1)() == 0
+    uid = 65534 if as_root else None
+    if as_root and _python_for(uid) is None:
+        pytest.skip("the user nobody may not run this Python environment (the in-process test below still runs)")
+    try:
+        for args, words in _unreadable_cases(top):
+            cmd = [sys.executable, "-m", "dpgeo", "spans", *args, "-o", str(top / "out.gpkg"), *RUNS["spans"],
+                   "-q"]
+            if "--domain" not in args:
+                cmd.append(f"--domain={AREA}")
+            env = dict(os.environ, DPGEO_LEDGER=str(top / "ledger.sqlite"), HOME=str(top))
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(top), env=env,
+                               **({"user": uid, "group": uid, "extra_groups": []} if uid else {}))
+            lines = p.stderr.strip().splitlines()
+            assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("dpgeo: error:"), (args, p.stderr)
+            for w in words:
+                assert w in lines[0], (args, lines[0])
+            assert not (top / "out.gpkg").exists() and not (top / "ledger.sqlite").exists()
+    finally:
+        for root, dirs, files in os.walk(top):
+            for x in dirs + files:
+                os.chmod(os.path.join(root, x), 0o700)
+        shutil.rmtree(top)
+
+
+@pytest.mark.parametrize("kind", ["csv", "geojson", "parquet"])
+def test_permission_denied_is_a_refusal_even_as_root(kind, data, tmp_path, monkeypatch, capsys):
+    """Root may read anything, so the check is made to say no: the same one line, exit 2, nothing charged."""
+    from dpgeo.cli import main
+
+    src = {"csv": "good.csv", "geojson": "some_bad.geojson", "parquet": "some_bad.parquet"}[kind]
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p).endswith(src) else real_access(p, mode))
+    monkeypatch.setenv("DPGEO_LEDGER", str(tmp_path / "ledger.sqlite"))
+    code = main(["spans", str(data / src), "-o", str(tmp_path / "out.gpkg"), *RUNS["spans"], f"--domain={AREA}",
+                 "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is not readable by this user" in err[0], err
+    assert os.listdir(tmp_path) == []
+
+
+def test_permission_error_while_reading_is_a_refusal(data, tmp_path, monkeypatch, capsys):
+    """A file that turns unreadable between the check and the read: still one line and exit 2, no traceback."""
+    import pyarrow
+
+    from dpgeo.cli import main
+
+    def denied(path, *a, **kw):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(pyarrow, "input_stream", denied)
+    monkeypatch.setenv("DPGEO_LEDGER", str(tmp_path / "ledger.sqlite"))
+    code = main(["spans", str(data / "good.csv"), "-o", str(tmp_path / "out.gpkg"), *RUNS["spans"],
+                 f"--domain={AREA}", "-q"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("dpgeo: error:"), err
+    assert "Traceback" not in "".join(err) and not (tmp_path / "out.gpkg").exists()
 
 
 # -- the Python API --------------------------------------------------------------------------------------------

@@ -96,7 +96,6 @@ def test_bad_scheduler_values():
             dpgeo.dbscan_spans(SAMPLE_POINTS, scheduler=bad, **KW)
 
 
-@pytest.mark.slow
 def test_cli_local_cluster(tmp_path):
     """--engine dask --scheduler local:2 from the command line: a LocalCluster started and stopped by dpgeo."""
     out = tmp_path / "spans.gpkg"

@@ -72,7 +72,7 @@ def test_cli_sample_to_geojson_rfc7946(sample_run):
 def test_cli_info(sample_run):
     gpkg, gj, _ = sample_run
     code, out, _ = run_cli("info", gpkg)
-    assert code == 0 and "differentially_private" in out and "kappa" in out
+    assert code == 0 and "differentially private" in out and "κ (neighbourhood)" in out
     code, out, _ = run_cli("info", gj, "--json")
     assert code == 0 and json.loads(out)["method"] == "dbscan_spans"
 

@@ -277,7 +277,7 @@ def test_non_convex_study_area():
     res = kmeans_layer(x, y, area=area, k=2, epsilon=2.0, rng=NoiseSource(2))
     union = shapely.union_all(res.layer.geometry.values)
     assert abs(union.area - poly.area) < 1e-6 * poly.area
-    assert res.layer["area_m2"].sum() == pytest.approx(poly.area, rel=1e-9)
+    assert res.layer["area_m2"].sum() == pytest.approx(poly.area, abs=0.005 * len(res.layer))  # each to 0.01 m²
 
 
 def test_publishable_layer_round_trip(tmp_path):

@@ -61,7 +61,8 @@ def no_read(*a, **k):
 def test_metadata_has_the_keys_of_every_release_and_the_split_adds_up(ledger):
     x, y = two_blobs()
     res = dpgeo.kmeans((x, y, CRS), epsilon=1.0, k=2, ledger=ledger, dataset="d", **DOMAIN)
-    spans = dpgeo.dbscan_spans((x, y, CRS), epsilon=1.0, radius_m=50, min_points=20, ledger=False, **DOMAIN)
+    spans = dpgeo.dbscan_spans((x, y, CRS), epsilon=1.0, radius_m=50, min_points=20, ledger=False, dataset="d",
+                               **DOMAIN)
     md = res.metadata
     assert COMMON_KEYS <= set(md) and COMMON_KEYS <= set(spans.metadata)
     assert md["method"] == "kmeans" and md["mechanism"].startswith("DP k-means")
@@ -96,7 +97,7 @@ def test_release_is_charged_once_and_writing_is_free(ledger, tmp_path):
 
 
 def test_refusal_beyond_the_budget_reads_no_data(ledger, monkeypatch):
-    import dpgeo.pipeline.kmeans as pk
+    import dpgeo.pipeline.run as pk  # where the release pipeline binds count_points
 
     ledger.set_total("clinic", 0.4)
     monkeypatch.setattr(pk, "count_points", no_read)
@@ -117,7 +118,7 @@ def test_refusal_beyond_the_budget_reads_no_data(ledger, monkeypatch):
     (dict(domain=None), "no study area"),
 ])
 def test_bad_parameters_are_refused_before_the_ledger_and_the_data(ledger, monkeypatch, kw, match):
-    import dpgeo.pipeline.kmeans as pk
+    import dpgeo.pipeline.run as pk  # where the release pipeline binds count_points
 
     monkeypatch.setattr(pk, "count_points", no_read)
     args = dict(epsilon=1.0, k=2, dataset="d", ledger=ledger, **DOMAIN)
@@ -179,6 +180,34 @@ def test_person_cap_scales_every_sensitivity_by_k():
     assert res.diagnostics["n_dropped_by_person_cap"] == x.size // 4 and res.diagnostics["n_used"] == 3 * x.size // 4
 
 
+def test_published_counts_are_the_mechanism_counts_at_the_cap_and_share(monkeypatch):
+    """The bounded check of the end-to-end law below (which runs with --run-slow): the pipeline gives the
+    layer's count step ε_layer = ε · layer_share and sensitivity K, and publishes its counts (clipped at 0).
+    That step's law at any ε_layer and sensitivity is tested in test_kmeans.py
+    (test_layer_counts_have_the_layer_budget)."""
+    import dpgeo.mechanisms.kmeans as km
+
+    seen = []
+    real = km.cell_counts
+
+    def spy(x, y, centroids, *, plan, rng):
+        seen.append((plan, real(x, y, centroids, plan=plan, rng=rng)))
+        return seen[-1][1]
+
+    monkeypatch.setattr(km, "cell_counts", spy)
+    x, y = two_blobs(150, seed=7)
+    person = np.repeat(np.arange(x.size // 2), 2)
+    res = dpgeo.kmeans((x, y, CRS), epsilon=2.0, k=2, layer_share=0.5, person=person, max_points_per_person=2,
+                       seed=3, ledger=False, **DOMAIN)
+    assert len(seen) == 1
+    plan, counts = seen[0]
+    assert plan.sensitivity == 2 and plan.epsilon_layer == pytest.approx(1.0)
+    ids = res.layer["cluster_id"].to_numpy()
+    assert res.layer["dp_count"].tolist() == np.maximum(counts[ids - 1], 0).tolist()
+    assert res.metadata["noise_q_layer"] == pytest.approx(math.exp(-1.0 / 2))
+
+
+@pytest.mark.slow
 def test_published_counts_have_the_documented_noise_scale():
     """dp_count − true count of each released cell ~ discrete Laplace with q = exp(−ε_layer / K).
 

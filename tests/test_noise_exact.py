@@ -431,14 +431,18 @@ def test_seeded_sources_reproduce_and_numpy_generators_are_accepted():
 @given(eps=st.floats(1e-6, 1e3), share=st.floats(0.01, 0.99))
 def test_split_epsilon_never_spends_more(eps, share):
     a, b = noise.split_epsilon(eps, share)
-    assert a > 0 and b > 0 and Fraction(a) + Fraction(b) <= Fraction(eps)
+    assert a > 0 and b > 0 and noise.noise_epsilon(a) + noise.noise_epsilon(b) <= noise.noise_epsilon(eps)
     assert a == pytest.approx(share * eps) and b == pytest.approx((1 - share) * eps)
 
 
 def test_rate_limits():
     with pytest.raises(ParameterError, match="2\\*\\*-40"):
         noise.sample_discrete_laplace(NoiseSource(seed=0), 1, epsilon=1e-13)
-    assert noise.noise_rate(0.1, 1) == Fraction(0.1)  # the exact binary value of the float
+    with pytest.raises(ParameterError, match="above the largest"):
+        noise.sample_discrete_laplace(NoiseSource(seed=0), 1, epsilon=513.0)
+    # the binary value of 0.1 is above 1/10, what the ledger charges: the noise uses the float below it
+    assert noise.noise_rate(0.1, 1) == Fraction(math.nextafter(0.1, 0)) < Fraction(1, 10)
+    assert noise.noise_rate(0.5, 1) == Fraction(1, 2)
 
 
 def test_metadata_names_the_sampler_and_privacy_follows_the_source():

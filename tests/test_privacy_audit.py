@@ -123,7 +123,7 @@ def test_audit_catches_injected_break(key, brk):
 def test_injected_breaks_are_undone():
     """A break is active only inside its context (the other tests see the real code)."""
     import dpgeo.pipeline.dbscan
-    import dpgeo.pipeline.wave
+    import dpgeo.pipeline.run
     from dpgeo import histogram
     from dpgeo.counting import reservoir
     from dpgeo.mechanisms.wavecluster import _checks, privqt, privthr, privthr_em, transform
@@ -131,8 +131,8 @@ def test_injected_breaks_are_undone():
     targets = [(histogram, "dense_histogram"), (histogram, "sparse_histogram"), (reservoir, "_smallest_keys"),
                *[(m, "_noisy_counts") for m in (privqt, privthr, privthr_em)],
                *[(m, "approximation_sensitivity") for m in (transform, privthr, privthr_em)],
-               (privthr_em, "_em_select"), (dpgeo.pipeline.dbscan, "_contribution"),
-               (dpgeo.pipeline.wave, "_contribution"), (dpgeo.pipeline.dbscan, "noise_bound")]
+               (privthr_em, "_em_select"), (dpgeo.pipeline.run, "_contribution"),
+               (dpgeo.pipeline.dbscan, "noise_bound")]
     before = [getattr(m, name) for m, name in targets]
     split = dict(_checks._DEFAULT_SPLIT)
     for brk in scenarios.breaks().values():

@@ -200,7 +200,6 @@ def test_empty_and_unreadable_files(tmp_path):
 
 # -- Ctrl-C ------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_without_output(tmp_path):
     """SIGINT while a large input is being read: exit 130, one line, no output or temporary file."""
     n = 6_000_000

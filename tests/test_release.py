@@ -47,7 +47,7 @@ def test_api_release_is_charged_once_and_recorded(ledger):
 
 def test_api_refusal_reads_no_data(ledger, monkeypatch):
     ledger.set_total("clinic", 0.4)
-    import dpgeo.pipeline.dbscan as pl  # where dbscan_spans binds count_points
+    import dpgeo.pipeline.run as pl  # where the release pipeline binds count_points
 
     def no_read(*a, **k):
         raise AssertionError("private data was read")
@@ -94,15 +94,14 @@ def test_wavecluster_release_is_charged(ledger):
     assert res.metadata["release_id"] == rec[0].release_id
 
 
-def test_unnamed_runs_get_a_key_and_a_note_once(ledger, tmp_path):
-    with pytest.warns(BudgetWarning, match="in-memory"):
-        dpgeo.dbscan_spans(blob(), ledger=ledger, **KW)
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", BudgetWarning)  # said once, not on every run
-        dpgeo.dbscan_spans(blob(), ledger=ledger, **KW)
-    assert ledger.budget("unnamed in-memory data").spent_epsilon == 1.0
+def test_unnamed_in_memory_runs_share_a_key_and_every_one_says_that_nothing_limits_it(ledger, tmp_path):
+    for _ in range(2):  # on every run, not only the first: nothing limits the spending of either
+        with pytest.warns(BudgetWarning) as caught:
+            res = dpgeo.dbscan_spans(blob(), ledger=ledger, **KW)
+        text = " ".join(str(w.message) for w in caught)
+        assert "in-memory" in text and "nothing limits" in text
+    assert ledger.budget("unnamed in-memory data").spent_epsilon == 2 * KW["epsilon"]
+    assert "dataset" not in res.metadata  # a key the owner did not choose is published as nothing
 
 
 def test_ledger_false_records_nothing_but_still_identifies_the_release(tmp_path):
@@ -190,3 +189,29 @@ def test_outputs_carry_the_day_of_the_release_never_a_time_of_day(ledger, tmp_pa
             stamps += [r[0] for r in conn.execute("SELECT timestamp FROM gpkg_metadata_reference")]
     assert stamps and all(re.fullmatch(r"\d{4}-\d\d-\d\dT00:00:00(\.000)?Z", s) for s in stamps), stamps
     assert dpgeo.io.read_layer_metadata(out)["created_utc"] == res.metadata["created_utc"]
+
+
+def test_a_release_whose_layer_fails_is_recorded_failed_never_completed(ledger, monkeypatch):
+    """WaveCluster made its polygons after completing the charge: a failure there left 'completed' and no file."""
+    from dpgeo.pipeline import wave
+
+    def broken(*a, **k):
+        raise RuntimeError("the layer could not be made")
+
+    monkeypatch.setattr(wave, "cluster_polygons", broken)
+    with pytest.raises(RuntimeError):
+        dpgeo.wavecluster(blob(), method="privthr", epsilon=0.5, cell_m=50, domain=(0, 0, 2000, 2000),
+                          domain_crs=CRS, crs=CRS, dataset="d", ledger=ledger)
+    (rec,) = ledger.budget("d").releases
+    assert rec.status == "failed" and rec.charged
+
+
+def test_files_written_from_python_are_recorded_with_the_release(ledger, tmp_path):
+    res = dpgeo.dbscan_spans(blob(), dataset="d", ledger=ledger, **KW)
+    assert ledger.budget("d").releases[0].outputs == ()
+    a = res.to_file(tmp_path / "a.gpkg")
+    b = res.to_file(tmp_path / "b.geojson")
+    (rec,) = ledger.budget("d").releases
+    assert rec.status == "completed" and list(rec.outputs) == [os.path.abspath(a), os.path.abspath(b)]
+    assert res.ledger_record["dataset"] == "d" and res.ledger_record["ledger"] == ledger.path
+    assert ledger.path not in json.dumps(dpgeo.read_layer_metadata(a))  # owner-side only

@@ -197,8 +197,12 @@ def test_projected_coordinates_read_as_lonlat(tmp_path, caplog):
     with pytest.raises(DataError, match="outside the longitude/latitude range in 50 of 51 records") as e:
         counts_of(p)
     assert "478000" not in str(e.value) and "--input-crs" in str(e.value)
-    with caplog.at_level(logging.WARNING, logger="dpgeo.owner"):
+    owner = logging.getLogger("dpgeo.owner")
+    owner.addHandler(caplog.handler)  # the owner's log reaches only the handlers attached to it
+    try:
         c = counts_of(p, unattended=True)
+    finally:
+        owner.removeHandler(caplog.handler)
     assert c.n_points == 1 and "outside the longitude/latitude range" in c.diagnostics["owner_warnings"][0]
     assert any("do not publish" in r.getMessage() for r in caplog.records)
 

@@ -42,6 +42,18 @@ def test_owner_mode_refuses_no_point_in_the_study_area_before_any_noise(monkeypa
     # an owner-only data condition, and still the DomainError it always was
     assert isinstance(exc.value, DataError) and isinstance(exc.value, DomainError)
     assert exc.value.owner_only
+    # an exact count about the private data: labelled for the owner like every other diagnostic
+    assert str(exc.value).endswith("(exact, not private: do not publish)")
+
+
+def test_every_owner_mode_refusal_that_states_counts_carries_the_owner_label(tmp_path):
+    x = np.full(20, np.nan)
+    with pytest.raises(DataError, match=r"no usable points .*\(exact, not private: do not publish\)$"):
+        dpgeo.dbscan_spans((x, x, CRS), **SPANS, **DOMAIN)
+    csv = tmp_path / "utm.csv"
+    csv.write_text("lon,lat\n" + "\n".join(f"{478000 + i},{4980000 + i}" for i in range(50)) + "\n")
+    with pytest.raises(DataError, match=r"in 50 of 50 records.*do not publish\)$"):
+        dpgeo.dbscan_spans(str(csv), ledger=False, **SPANS, **DOMAIN)
 
 
 @pytest.mark.parametrize("run", ["spans", "privthr", "privthr-em", "baseline"])
@@ -75,11 +87,22 @@ def test_unattended_with_no_usable_record_at_all():
     assert res.differentially_private and "no usable points" in res.diagnostics["owner_warnings"][0]
 
 
-def test_unattended_warnings_go_to_the_owner_log(caplog):
-    x, y = far_away()
-    with caplog.at_level("WARNING", logger="dpgeo.owner"):
-        dpgeo.dbscan_spans((x, y, CRS), unattended=True, **SPANS, **DOMAIN)
-    assert any("do not publish" in r.getMessage() for r in caplog.records if r.name == "dpgeo.owner")
+def test_unattended_warnings_go_to_the_owner_log_and_only_there(tmp_path):
+    """Not to Python's last-resort handler (stderr), not to the root logger's handlers (an application's log,
+    here logging.basicConfig on stderr): only to a handler the owner attaches to ``dpgeo.owner``."""
+    code = f"""
+import logging, sys, numpy as np, dpgeo
+logging.basicConfig(level=logging.INFO)
+if sys.argv[1] == "attach":
+    logging.getLogger("dpgeo.owner").addHandler(logging.FileHandler({str(tmp_path / "owner.log")!r}))
+x = np.full(50, 1e7)
+dpgeo.dbscan_spans((x, x, "EPSG:32615"), unattended=True, ledger=False, epsilon=1.0, radius_m=50, min_points=20,
+                   domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", crs="EPSG:32615")
+"""
+    for how in ("plain", "attach"):
+        p = subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True, check=False)
+        assert p.returncode == 0 and "usable" not in p.stderr and "publish" not in p.stderr, p.stderr
+    assert "none of the 50 usable points" in (tmp_path / "owner.log").read_text()
 
 
 def _cli(*args, cwd):
@@ -97,7 +120,7 @@ def test_cli_unattended_writes_a_layer_when_no_record_is_usable(tmp_path):
     assert not (tmp_path / "a.geojson").exists()
     unattended = _cli(*common, "-o", tmp_path / "b.geojson", "--unattended", cwd=tmp_path)
     assert unattended.returncode == 0, unattended.stderr
-    assert "do not publish" in unattended.stderr
+    assert "do not publish" not in unattended.stderr and "usable" not in unattended.stderr  # unattended: no data
     doc = json.loads((tmp_path / "b.geojson").read_text())
     assert doc["type"] == "FeatureCollection" and doc["dpgeo"]["differentially_private"] is True
     assert "no usable" not in json.dumps(doc)
@@ -158,3 +181,43 @@ def test_a_csv_record_that_cannot_be_parsed_is_dropped(tmp_path, unattended):
                              **area)
     assert res.differentially_private and res.diagnostics["n_read"] >= 300  # (how much the quote swallows: the parser)
     assert res.diagnostics["dropped_by_reason"].get("malformed_row", 0) >= 1
+
+
+def _three_inputs():
+    """A normal input, an empty one and one whose every record is bad: the same columns, the same file name."""
+    rng = np.random.default_rng(1)
+    rows = "\n".join(f"{a:.6f},{b:.6f}" for a, b in zip(rng.normal(-93.26, 0.003, 800), rng.normal(44.97, 0.003, 800)))
+    return {"normal": "lon,lat\n" + rows + "\n", "empty": "lon,lat\n", "all bad": "lon,lat\n" + "nan,nan\n" * 30}
+
+
+_API = """
+import sys, dpgeo
+dpgeo.dbscan_spans("in.csv", epsilon=1.0, radius_m=150, min_points=20, domain=(-93.33, 44.89, -93.19, 45.06),
+                   unattended=True, **({"dataset": sys.argv[1]} if sys.argv[1] else {})).to_file("o.geojson")
+"""
+
+
+@pytest.mark.parametrize("how", ["cli", "cli -q", "cli unnamed", "cli -q unnamed", "api", "api unnamed"])
+def test_unattended_stderr_is_the_same_byte_for_byte_whatever_the_data(tmp_path, how):
+    """Unattended, nothing that depends on the data reaches stderr, whatever the verbosity: the same bytes for
+    a normal input, an empty one and one where every record is bad (the owner's warnings go to the owner's log)."""
+    env = dict(os.environ, DPGEO_LEDGER=str(tmp_path / "ledger.sqlite"))
+    named = "unnamed" not in how
+    seen = {}
+    for name, text in _three_inputs().items():
+        for f in tmp_path.glob("ledger.sqlite*"):
+            f.unlink()  # each run starts from the same ledger state: what stderr says about it is then the same
+        (tmp_path / "o.geojson").unlink(missing_ok=True)
+        (tmp_path / "in.csv").write_text(text)
+        if how.startswith("api"):
+            cmd = [sys.executable, "-c", _API, "pts" if named else ""]
+        else:
+            cmd = [os.path.join(os.path.dirname(sys.executable), "dpgeo"), "spans", "in.csv", "-o", "o.geojson",
+                   "--epsilon", "1", "--radius", "150", "--min-points", "20", "--domain=-93.33,44.89,-93.19,45.06",
+                   "--unattended"] + (["-q"] if "-q" in how else []) + (["--dataset", "pts"] if named else [])
+        p = subprocess.run(cmd, capture_output=True, cwd=tmp_path, env=env, check=False)
+        assert p.returncode == 0, p.stderr.decode()
+        assert json.loads((tmp_path / "o.geojson").read_text())["dpgeo"]["differentially_private"] is True
+        seen[name] = p.stderr
+    assert seen["normal"] == seen["empty"] == seen["all bad"], seen
+    assert b"usable" not in seen["normal"] and b"do not publish" not in seen["normal"]

@@ -81,7 +81,6 @@ def _mean_k(name, method, seeds=40, g=64, p=60.0):
     return k, float(np.mean(kp))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", list(DATASETS))
 @pytest.mark.parametrize("method", ["privthr", "privthr-em"])
 def test_private_k_within_five_percent(name, method):
@@ -89,7 +88,6 @@ def test_private_k_within_five_percent(name, method):
     assert abs(kp - k) <= 0.05 * k, (k, kp)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", list(DATASETS))
 def test_privqt_is_far_worse(name):
     # the noisy zero coefficients inflate |L'|: k' overshoots by > 20%
@@ -99,7 +97,6 @@ def test_privqt_is_far_worse(name):
     assert abs(kp - k) > 4 * abs(kt - k)
 
 
-@pytest.mark.slow
 def test_privthr_ds3_keeps_the_groups():
     # at ε = 1 the private clusterings of DS3 mostly recover the 5 groups
     x, y, _, bounds = load("DS3")

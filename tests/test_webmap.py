@@ -2,7 +2,9 @@
 
 The browser tests open the HTML from a ``file://`` URL in Debian's headless
 Chromium, driven by playwright's Python API (never a downloaded browser), and
-skip with the reason when either is missing. ``DPGEO_REQUIRE_BROWSER=1``
+skip with the reason when either is missing. They never reach the network:
+OpenStreetMap's tiles are answered from here (and recorded), any other remote
+request is aborted and fails the test. ``DPGEO_REQUIRE_BROWSER=1``
 (set by CI) turns that skip into a failure. ``DPGEO_UPDATE_SCREENSHOTS=1``
 rewrites the pictures kept in docs/img (``webmap.png``, ``webmap_static.png``)
 instead of comparing against them.
@@ -38,6 +40,8 @@ DOCS_IMG = ROOT / "docs" / "img"
 UPDATE = os.environ.get("DPGEO_UPDATE_SCREENSHOTS") == "1"
 SPANS = dict(epsilon=1.0, radius_m=150, min_points=40, domain=str(SAMPLE_AREA))
 VIEW = {"width": 1200, "height": 800}
+#: A phone's screen (CSS pixels).
+PHONE = {"width": 390, "height": 844}
 #: Background of the map without a basemap (#map in the page's CSS).
 MAP_BG = (0xF3, 0xF3, 0xEF)
 
@@ -73,13 +77,41 @@ def browser():
         b.close()
 
 
-class MapPage:
-    """A page that opened an HTML map, with what it requested and any error or CSP violation."""
+def _tile_png():
+    from PIL import Image
+    import io
 
-    def __init__(self, browser, path):
-        self.context = browser.new_context(viewport=VIEW)
+    buf = io.BytesIO()
+    Image.new("RGB", (256, 256), (200, 220, 240)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class MapPage:
+    """A page that opened an HTML map, with what it requested and any error or CSP violation.
+
+    Nothing reaches the network: OpenStreetMap's tiles are answered with a plain tile (``osm_tiles`` records
+    the requests with their Referer policy), a local server (127.0.0.1) is let through, anything else is aborted
+    and recorded in ``errors``.
+    """
+
+    def __init__(self, browser, path, viewport=VIEW):
+        self.context = browser.new_context(viewport=viewport)
         self.page = self.context.new_page()
-        self.requests, self.errors = [], []
+        self.requests, self.errors, self.osm_tiles = [], [], []
+        png = _tile_png()
+
+        def guard(route):
+            req = route.request
+            if req.url.startswith("https://tile.openstreetmap.org/"):
+                self.osm_tiles.append((req.url, req.headers.get("referer")))
+                route.fulfill(status=200, content_type="image/png", body=png)
+            elif re.match(r"^https?://127\.0\.0\.1[:/]", req.url):
+                route.continue_()
+            else:
+                self.errors.append(f"network request: {req.url}")
+                route.abort()
+
+        self.context.route(re.compile(r"^https?://"), guard)
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
         self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}")
@@ -102,8 +134,8 @@ class MapPage:
 def open_map(browser):
     pages = []
 
-    def _open(path):
-        pages.append(MapPage(browser, path))
+    def _open(path, viewport=VIEW):
+        pages.append(MapPage(browser, path, viewport))
         return pages[-1]
 
     yield _open
@@ -156,7 +188,7 @@ def test_geojson_fast_path_equals_geopandas(seeded):
 
 
 def test_html_is_self_contained(seeded):
-    page = html_document(seeded.layer, seeded.metadata)
+    page = html_document(seeded.layer, seeded.metadata, basemap="none")
     # no external resource of any kind: no src/href to load, no @import, no url() but none
     assert not re.search(r"<(link|img|iframe|object|embed)\b", page, re.I)
     assert not re.search(r"<script[^>]*\bsrc=", page, re.I)
@@ -228,6 +260,27 @@ def test_basemap_is_checked():
             check_basemap(bad)
     with pytest.raises(ParameterError, match="basemap"):
         check_basemap(None, "© someone")
+
+
+def test_default_basemap_is_openstreetmap_with_its_attribution(seeded):
+    from dpgeo.io.html import OSM_TILES, basemap_config
+
+    page = html_document(seeded.layer, seeded.metadata)
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert "img-src data: https://tile.openstreetmap.org;" in csp  # that host's images, nothing else
+    cfg = json.loads(page.split('id="dpgeo-config">', 1)[1].split("</script>", 1)[0])
+    assert cfg["basemap"] == {"url": "https://tile.openstreetmap.org/{z}/{x}/{y}.png",
+                              "attribution": "© OpenStreetMap contributors",
+                              "link": "https://www.openstreetmap.org/copyright",
+                              "referrerPolicy": "strict-origin-when-cross-origin"}  # the policy asks for a Referer
+    assert basemap_config("osm")["url"] == OSM_TILES and basemap_config(None) is None
+    assert basemap_config("none") is None and basemap_config(" NONE ") is None
+    with pytest.raises(ParameterError, match="its own attribution"):
+        basemap_config("osm", "© me")
+    with pytest.raises(ParameterError, match="'osm', 'none' or"):
+        basemap_config("satellite")
+    none = html_document(seeded.layer, seeded.metadata, basemap="none")
+    assert "openstreetmap" not in none.lower() and '"basemap":null' in none
 
 
 def test_empty_release_and_a_layer_read_back(seeded, tmp_path):
@@ -310,6 +363,37 @@ def test_cli_writes_html_and_png(tmp_path):
     assert r.returncode == 0, r.stderr
     r = _run_cli("info", tmp_path / "map.png", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["differentially_private"] is False
+    r = _run_cli(*base, "-o", tmp_path / "osm.html", "-o", tmp_path / "bare.html", "--basemap", "none",
+                 "-o", tmp_path / "x.gpkg")  # one --basemap for every .html; none is fine beside a .gpkg
+    assert r.returncode == 0, r.stderr
+    assert "tile.openstreetmap.org" not in (tmp_path / "bare.html").read_text(encoding="utf-8")
+    r = _run_cli(*base, "-o", tmp_path / "osm.html")  # the default
+    assert r.returncode == 0, r.stderr
+    assert "img-src data: https://tile.openstreetmap.org" in (tmp_path / "osm.html").read_text(encoding="utf-8")
+
+
+def test_cli_title_names_the_html_and_the_png(tmp_path, monkeypatch, capsys):
+    from dpgeo.cli import main
+    from dpgeo.io import png
+
+    drawn = []
+    real = png._figure
+    monkeypatch.setattr(png, "_figure", lambda *a: drawn.append(a[4]) or real(*a))
+    monkeypatch.setenv("DPGEO_LEDGER", str(tmp_path / "ledger.sqlite"))
+    title = "Police stops <2017>, ε = 1"
+    args = ["spans", str(SAMPLE_POINTS), "--epsilon", "1", "--radius", "150", "--min-points", "40", "--domain",
+            str(SAMPLE_AREA), "--seed", "3", "-q", "-o", str(tmp_path / "m.html"), "-o", str(tmp_path / "m.png"),
+            "-o", str(tmp_path / "m.gpkg"), "--basemap", "none", "--title", title]
+    assert main(args) == 0, capsys.readouterr().err
+    page = (tmp_path / "m.html").read_text(encoding="utf-8")
+    assert "<title>Police stops &lt;2017&gt;, ε = 1 — dpgeo map</title>" in page
+    assert '<h1 class="dp-title">Police stops &lt;2017&gt;, ε = 1</h1>' in page
+    assert drawn == [title]
+    assert main(["export", str(tmp_path / "m.gpkg"), "-o", str(tmp_path / "e.html"), "--title", "Again",
+                 "--basemap", "none", "-q"]) == 0
+    assert '<h1 class="dp-title">Again</h1>' in (tmp_path / "e.html").read_text(encoding="utf-8")
+    assert main(args[:10] + ["-q", "--seed", "3", "-o", str(tmp_path / "n.html")]) == 0  # no --title: the mechanism
+    assert '<h1 class="dp-title">DP-DBSCAN spans' in (tmp_path / "n.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -380,16 +464,44 @@ def test_png_styling_legend_and_privacy_line(seeded, private, tmp_path):
     assert (DOCS_IMG / "webmap_static.png").exists()
 
 
+def test_png_text_is_drawn_with_epsilon_and_delta(private, tmp_path, monkeypatch):
+    """Every text in DejaVu Sans, which has the glyphs (whatever font the user's matplotlibrc prefers), no
+    missing-glyph warning while drawing, and the privacy line in the PNG's Description as UTF-8 (not '?')."""
+    import matplotlib
+    from matplotlib.ft2font import FT2Font
+    from PIL import Image
+
+    from dpgeo.io import png
+
+    font = FT2Font(png.font_path())
+    assert font.family_name == "DejaVu Sans"
+    assert all(font.get_char_index(ord(c)) for c in "εδ×²±–…≈")
+    figures = []
+    real = png._figure
+    monkeypatch.setattr(png, "_figure", lambda *a: figures.append(real(*a)) or figures[-1])
+    with warnings.catch_warnings(record=True) as caught, \
+            matplotlib.rc_context({"font.family": "monospace", "font.monospace": ["Courier 10 Pitch"]}):
+        warnings.simplefilter("always")
+        p = write_png(private.layer, tmp_path / "m.png", private.metadata, title="Stops, ε = 1 and δ = 0")
+    assert not [w for w in caught if "missing from" in str(w.message) or "Glyph" in str(w.message)], caught
+    texts = [t for t in figures[0].findobj(matplotlib.text.Text) if t.get_text()]
+    assert {t.get_fontname() for t in texts} == {"DejaVu Sans"}
+    drawn = " ".join(t.get_text() for t in texts)
+    assert "Stops, ε = 1 and δ = 0" in drawn and "ε = 1, δ = 0" in drawn
+    description = Image.open(p).text["Description"]
+    assert "ε = 1, δ = 0" in description and "?" not in description
+
+
 # -- in a real browser ---------------------------------------------------------------------
 
 def test_browser_draws_every_cluster_and_requests_nothing(seeded, tmp_path, open_map):
     path = tmp_path / "map.html"
-    write_html(seeded.layer, path, seeded.metadata)
+    write_html(seeded.layer, path, seeded.metadata, basemap="none")
     m = open_map(path)
     assert m.page.locator("path.dp-cluster").count() == len(seeded.layer) > 1
     assert m.page.locator("path.dp-study-area").count() == 1
     assert m.page.get_attribute("html", "data-dpgeo-drawn") == str(len(seeded.layer))
-    assert m.other_requests() == []  # nothing but the file itself
+    assert m.other_requests() == [] and m.osm_tiles == []  # nothing but the file itself
     assert m.errors == [] and m.page.evaluate("window.cspViolations") == []
     # every cluster path carries the palette class of its rank (the QGIS categories)
     classes = m.page.evaluate("window.dpgeoClusters.getLayers().map(l => "
@@ -433,7 +545,7 @@ def _click_cluster(m):
 
 def test_popup_shows_dp_count_interval_and_cell_size(private, tmp_path, open_map):
     path = tmp_path / "map.html"
-    write_html(private.layer, path, private.metadata)
+    write_html(private.layer, path, private.metadata, basemap="none")
     m = open_map(path)
     p = _click_cluster(m)
     text = m.page.inner_text(".leaflet-popup-content")
@@ -491,7 +603,7 @@ def test_hostile_metadata_stays_text_in_the_browser(seeded, tmp_path, open_map):
     evil = '</script><script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
     md = _private_metadata(seeded, dataset=evil, mechanism=evil)
     path = tmp_path / "map.html"
-    write_html(seeded.layer, path, md)
+    write_html(seeded.layer, path, md, basemap="none")
     m = open_map(path)
     assert m.page.evaluate("window.pwned") is None
     assert m.page.locator("#dpgeo-privacy img, #dpgeo-privacy script").count() == 0
@@ -543,11 +655,79 @@ def test_basemap_adds_tiles_from_its_host_only(seeded, tmp_path, open_map, tile_
     assert m.page.evaluate("window.cspViolations") == [] and m.errors == []
 
 
+def test_default_map_asks_openstreetmap_for_tiles_and_credits_it(seeded, tmp_path, open_map):
+    path = tmp_path / "map.html"
+    write_html(seeded.layer, path, seeded.metadata)
+    m = open_map(path)
+    m.page.wait_for_function("document.querySelectorAll('img.leaflet-tile-loaded').length > 0", timeout=10_000)
+    assert m.osm_tiles and all(re.fullmatch(r"https://tile\.openstreetmap\.org/\d+/\d+/\d+\.png", u)
+                               for u, _ in m.osm_tiles)
+    assert len(m.osm_tiles) < 60  # only the tiles in view: no bulk download
+    assert m.other_requests() == [u for u, _ in m.osm_tiles]
+    # the tile policy asks for a Referer from a web page: the tiles carry the policy that sends the page's origin
+    # (a file:// page has none to send)
+    assert m.page.evaluate("[...document.querySelectorAll('img.leaflet-tile')].every(i => "
+                           "i.referrerPolicy === 'strict-origin-when-cross-origin')")
+    link = m.page.locator(".leaflet-control-attribution a", has_text="© OpenStreetMap contributors")
+    assert link.get_attribute("href") == "https://www.openstreetmap.org/copyright"
+    assert m.errors == [] and m.page.evaluate("window.cspViolations") == []
+
+
+def _rect(m, selector):
+    return m.page.evaluate(f"(() => {{ const r = document.querySelector({selector!r}).getBoundingClientRect(); "
+                           "return [r.left, r.top, r.right, r.bottom]; })()")
+
+
+def _overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def test_phone_screen_panels_start_collapsed_and_leave_the_map_free(private, tmp_path, open_map):
+    path = tmp_path / "map.html"
+    write_html(private.layer, path, private.metadata)
+    m = open_map(path, viewport=PHONE)
+    for panel in ("#dpgeo-privacy", "#dpgeo-legend"):
+        assert m.page.evaluate(f"document.querySelector({panel!r}).open") is False, panel
+    privacy, legend = _rect(m, "#dpgeo-privacy"), _rect(m, "#dpgeo-legend")
+    assert not _overlap(privacy, legend)
+    cx, cy = PHONE["width"] / 2, PHONE["height"] / 2
+    for r in (privacy, legend):  # small: a heading each, away from the centre
+        assert (r[2] - r[0]) * (r[3] - r[1]) < 0.08 * PHONE["width"] * PHONE["height"], r
+        assert not (r[0] <= cx <= r[2] and r[1] <= cy <= r[3])
+    # the map's centre is the map's: a click there reaches it
+    assert m.page.evaluate(f"document.getElementById('map').contains(document.elementFromPoint({cx}, {cy}))")
+    m.page.evaluate("window.mapClicks = 0; window.dpgeoMap.on('click', () => window.mapClicks++)")
+    m.page.mouse.click(cx, cy)
+    clicked = m.page.evaluate("window.mapClicks") == 1 or m.page.locator(".leaflet-popup-content").count() == 1
+    assert clicked
+    # opened, the two panels still do not cover each other, and they close again
+    m.page.click("#dpgeo-privacy > summary")
+    m.page.click("#dpgeo-legend > summary")
+    assert m.page.evaluate("document.querySelector('#dpgeo-privacy').open && "
+                           "document.querySelector('#dpgeo-legend').open")
+    privacy, legend = _rect(m, "#dpgeo-privacy"), _rect(m, "#dpgeo-legend")
+    assert not _overlap(privacy, legend), (privacy, legend)
+    assert "Differentially private" in m.page.inner_text("#dpgeo-privacy")
+    assert "cluster" in m.page.inner_text("#dpgeo-legend")
+    m.page.click("#dpgeo-privacy > summary")
+    assert m.page.evaluate("document.querySelector('#dpgeo-privacy').open") is False
+    assert m.errors == [] and m.page.evaluate("window.cspViolations") == []
+
+
+def test_large_screen_panels_start_open(private, tmp_path, open_map):
+    path = tmp_path / "map.html"
+    write_html(private.layer, path, private.metadata, basemap="none")
+    m = open_map(path)
+    assert m.page.evaluate("document.querySelector('#dpgeo-privacy').open && "
+                           "document.querySelector('#dpgeo-legend').open")
+    assert not _overlap(_rect(m, "#dpgeo-privacy"), _rect(m, "#dpgeo-legend"))
+
+
 def test_screenshot_shows_the_palette(private, tmp_path, open_map):
     from PIL import Image
 
     path = tmp_path / "map.html"
-    write_html(private.layer, path, private.metadata)
+    write_html(private.layer, path, private.metadata, basemap="none")
     m = open_map(path)
     shot = tmp_path / "webmap.png"
     m.page.screenshot(path=str(shot))
@@ -573,7 +753,7 @@ def test_firefox_opens_the_map(private, tmp_path):
     from PIL import Image
 
     path = tmp_path / "map.html"
-    write_html(private.layer, path, private.metadata)
+    write_html(private.layer, path, private.metadata, basemap="none")  # Firefox cannot be kept off the network
     shot = tmp_path / "firefox.png"
     (tmp_path / "profile").mkdir()
     env = dict(os.environ, HOME=str(tmp_path), MOZ_HEADLESS="1")

@@ -1,8 +1,11 @@
 """The persistent privacy-budget ledger: one SQLite file, shared by every front end.
 
 A **dataset** is the population a guarantee protects, kept under a name the
-data owner chooses (or, when a run names none, the input's resolved path:
-`dataset_key_for_path`). Under sequential composition the ε (and δ) of all
+data owner chooses and declares once with the files it lives in and its
+total (`Ledger.declare`); a run on any copy of those files' content is
+charged to it (`Ledger.resolve`, :mod:`dpgeo.budget.datasets`), and a file
+input run without a name that matches no declared file is charged to a key
+of its content. Under sequential composition the ε (and δ) of all
 releases of one dataset add up; the ledger records each release and refuses
 one that would take the sum past the dataset's declared total.
 
@@ -15,7 +18,9 @@ completes the reservation with the files it wrote.
 
 Every ε and δ is kept as an exact rational (a float is read as the decimal
 it prints as, ``0.1`` → 1/10) and sums are compared exactly, so ten releases
-at ε = 0.1 fit a total of 1 and an eleventh does not.
+at ε = 0.1 fit a total of 1 and an eleventh does not. The noise never spends
+more than that charge (`dpgeo.noise.noise_epsilon`: the float's binary value,
+or the float below it when the binary value is above the decimal).
 
 Examples
 --------
@@ -37,8 +42,8 @@ dpgeo.errors.BudgetExceededError: dataset 'stops' has a total budget of epsilon 
 
 from .amounts import exact_value, format_exact
 from .ledger import DEFAULT_LOCK_TIMEOUT_S, Ledger
-from .location import dataset_key_for_path, ledger_path, path_key_notice
-from .records import DatasetBudget, ReleaseRecord
+from .location import dataset_key_for_path, ledger_path
+from .records import STATUS_LABELS, DatasetBudget, ReleaseRecord
 from .reservation import Reservation
 from .store import LEDGER_ENV, SCHEMA_VERSION
 from .._dates import today as _today  # noqa: F401  (the day every record carries)
@@ -48,9 +53,9 @@ __all__ = [
     "Reservation",
     "DatasetBudget",
     "ReleaseRecord",
+    "STATUS_LABELS",
     "ledger_path",
     "dataset_key_for_path",
-    "path_key_notice",
     "exact_value",
     "format_exact",
     "LEDGER_ENV",

@@ -16,10 +16,9 @@ def exact_value(value, name="epsilon") -> Fraction:
     """``value`` as an exact rational: a float as the decimal it prints as (``0.1`` → 1/10).
 
     Accepts int, float, ``decimal.Decimal``, ``fractions.Fraction`` and
-    strings such as ``"0.1"`` or ``"1/3"``. The decimal of a float differs
-    from its binary value by less than half a unit in the last place (about
-    1e-17 for ε near 0.1), far below the rounding of the noise parameters
-    computed from ε.
+    strings such as ``"0.1"`` or ``"1/3"``. This is what the ledger charges;
+    the noise of a release spends at most this much
+    (`dpgeo.noise.noise_epsilon`, which stays at or below the decimal).
 
     Examples
     --------

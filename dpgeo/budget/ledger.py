@@ -10,13 +10,16 @@ import contextlib
 import json
 import numbers
 import os
+import re
 import secrets
 from fractions import Fraction
 
 from .._dates import today as _today
 from .._version import __version__
 from ..errors import LedgerError, ParameterError
+from . import datasets as _ds
 from .amounts import _check_name, exact_value, format_exact
+from .location import _default_path as _default_ledger_path
 from .location import _os_user, ledger_path
 from .records import DatasetBudget, ReleaseRecord, check_fits
 from .reservation import Reservation
@@ -26,6 +29,17 @@ __all__ = ["Ledger", "DEFAULT_LOCK_TIMEOUT_S"]
 
 #: How long an operation waits for another process's write lock, in seconds.
 DEFAULT_LOCK_TIMEOUT_S = 10.0
+#: A release id: 32 lowercase hex digits (128 random bits).
+RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
+#: The datasets listed: not the keys merged into another dataset (their releases are listed with it).
+_LISTED = "SELECT name FROM datasets WHERE name NOT IN (SELECT alias FROM dataset_aliases) ORDER BY name"
+
+
+def _is_default_ledger(path) -> bool:
+    try:
+        return path == _default_ledger_path()
+    except ImportError:  # no platformdirs: there is no default location to compare with
+        return False
 
 
 class Ledger:
@@ -51,9 +65,13 @@ class Ledger:
     mode does not work on network file systems.
     """
 
+    #: The class of the charges `reserve` returns (a supervisor may record their phases in a subclass).
+    reservation_type = Reservation
+
     def __init__(self, path=None, *, timeout=DEFAULT_LOCK_TIMEOUT_S):
-        is_default = path is None and not os.environ.get(LEDGER_ENV)
         self.path = ledger_path(path)
+        # the user's default ledger: its folder is created on first use, however the path was given
+        is_default = (path is None and not os.environ.get(LEDGER_ENV)) or _is_default_ledger(self.path)
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
             raise ParameterError(f"the ledger lock timeout must be a number of seconds >= 0, got {timeout!r}")
         self.timeout = float(timeout)
@@ -81,7 +99,7 @@ class Ledger:
         Parameters
         ----------
         dataset : str
-            The dataset's name (or path key).
+            The dataset's name (or a key a run without a name was charged to).
         total_epsilon : number or str
             The total ε all its releases together may spend (>= 0).
         total_delta : number or str, optional
@@ -113,7 +131,7 @@ class Ledger:
                          "WHERE name = ?", (format_exact(tot_e), format_exact(tot_d), today, by, dataset))
             return self._budget(conn, dataset)
 
-    def reserve(self, dataset, *, epsilon, delta=0, mechanism, analyst=None) -> Reservation:
+    def reserve(self, dataset, *, epsilon, delta=0, mechanism, analyst=None, release_id=None) -> Reservation:
         """Charge a release to ``dataset`` before any private data is read; refuse it beyond the total.
 
         The charge is committed (and counts as spent) when this returns.
@@ -123,7 +141,7 @@ class Ledger:
         Parameters
         ----------
         dataset : str
-            The dataset's name, or `dataset_key_for_path` of the input.
+            The dataset's name, or the key `resolve` found for the input.
         epsilon : number or str
             The ε of the whole release (> 0).
         delta : number or str, optional
@@ -132,13 +150,17 @@ class Ledger:
             What is released, e.g. ``"dp-dbscan-spans"``.
         analyst : str, optional
             Who runs it (default: the operating-system user).
+        release_id : str, optional
+            The id to record it under (32 lowercase hex digits, random): a
+            supervisor that must find the charge again after its run is killed
+            chooses it before the charge exists. Default: a fresh random id.
 
         Raises
         ------
         BudgetExceededError
             The release would take the dataset past its declared total.
         LedgerError
-            The ledger cannot be used; nothing is charged.
+            The ledger cannot be used, or ``release_id`` is taken; nothing is charged.
         """
         _check_name(dataset, "the dataset name")
         _check_name(mechanism, "the mechanism")
@@ -149,9 +171,13 @@ class Ledger:
             raise ParameterError(f"epsilon (the privacy budget) must be > 0, got {format_exact(eps)}")
         if not 0 <= dlt < 1:
             raise ParameterError(f"delta must be in [0, 1), got {format_exact(dlt)}")
-        release_id = secrets.token_hex(16)
+        if release_id is None:
+            release_id = secrets.token_hex(16)
+        elif not isinstance(release_id, str) or not RELEASE_ID.match(release_id):
+            raise ParameterError(f"a release id is 32 lowercase hex digits, got {release_id!r}")
         with self._operation(write=True, consequence="nothing was charged or released") as conn:
             today = _today()
+            dataset = _ds.target(conn, dataset)  # a key merged into a declared dataset charges that dataset
             new = conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)",
                                (dataset, today)).rowcount == 1
             before = self._budget(conn, dataset, releases=False)
@@ -160,10 +186,10 @@ class Ledger:
                          "dpgeo_version) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?, ?)",
                          (release_id, dataset, today, mechanism, format_exact(eps), format_exact(dlt), analyst,
                           __version__))
-        return Reservation(self, release_id=release_id, dataset=dataset, epsilon=eps, delta=dlt, mechanism=mechanism,
-                           analyst=analyst, date=today, new_dataset=new, total_epsilon=before.total_epsilon,
-                           total_delta=before.total_delta, spent_epsilon=before.spent_epsilon + eps,
-                           spent_delta=before.spent_delta + dlt)
+        return self.reservation_type(self, release_id=release_id, dataset=dataset, epsilon=eps, delta=dlt,
+                                     mechanism=mechanism, analyst=analyst, date=today, new_dataset=new,
+                                     total_epsilon=before.total_epsilon, total_delta=before.total_delta,
+                                     spent_epsilon=before.spent_epsilon + eps, spent_delta=before.spent_delta + dlt)
 
     def add_outputs(self, release_id, outputs):
         """Record more files (or URLs) written from an already charged release; spends nothing."""
@@ -175,6 +201,38 @@ class Ledger:
             have = json.loads(row[1])
             have += [o for o in outputs if o not in have]
             conn.execute("UPDATE releases SET outputs = ? WHERE release_id = ?", (json.dumps(have), release_id))
+
+    def settle(self, release_id, status, outputs=None):
+        """Close a charge whose run ended without closing it (its process was killed); returns the final status.
+
+        For a supervisor that runs releases in other processes and tracked
+        their phase: ``"failed"`` when noise may have been drawn (the charge
+        stands), ``"cancelled"`` only when the run certainly stopped before
+        any noise (the caller vouches for that), ``"completed"`` with the
+        outputs once the release is published. A charge that is no longer
+        reserved is left as it is. Returns the release's status after the
+        call, or None when the ledger has no such release.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> ledger = Ledger(os.path.join(tempfile.mkdtemp(), "ledger.sqlite"))
+        >>> r = ledger.reserve("stops", epsilon=0.5, mechanism="dp-dbscan-spans", analyst="ana")
+        >>> ledger.settle(r.release_id, "failed"), ledger.settle(r.release_id, "cancelled")
+        ('failed', 'failed')
+        >>> format_exact(ledger.budget("stops").spent_epsilon)
+        '0.5'
+        """
+        if status not in ("completed", "failed", "cancelled"):
+            raise ParameterError(f"a charge is settled as completed, failed or cancelled, not {status!r}")
+        outputs = None if outputs is None else [_check_name(os.fspath(o), "an output") for o in outputs]
+        with self._operation(write=True, consequence=f"release {release_id} was not marked {status}") as conn:
+            row = conn.execute("SELECT status FROM releases WHERE release_id = ?", (release_id,)).fetchone()
+            if row is None or row[0] != "reserved":
+                return None if row is None else row[0]
+            conn.execute("UPDATE releases SET status = ?, outputs = coalesce(?, outputs) WHERE release_id = ?",
+                         (status, None if outputs is None else json.dumps(outputs), release_id))
+            return status
 
     def _set_status(self, release_id, status, outputs=None):
         consequence = ("its charge stays recorded and counted" if status == "cancelled" else
@@ -190,6 +248,9 @@ class Ledger:
     # reading ----------------------------------------------------------------------------------------------------
 
     def _budget(self, conn, dataset, releases=True):
+        dataset = _ds.target(conn, dataset)
+        keys = _ds.keys(conn, dataset)
+        where = f"dataset IN ({', '.join('?' * len(keys))})"
         row = conn.execute("SELECT total_epsilon, total_delta, total_set_date, total_set_by FROM datasets "
                            "WHERE name = ?", (dataset,)).fetchone() or (None, None, None, None)
         tot_e, tot_d = self._parse(row[0]), self._parse(row[1])
@@ -197,13 +258,13 @@ class Ledger:
             tot_d = Fraction(0)
         totals = {"total_epsilon": tot_e, "total_delta": tot_d, "total_set_date": row[2], "total_set_by": row[3]}
         if not releases:  # only what the cap check needs
-            rows = conn.execute("SELECT epsilon, delta FROM releases WHERE dataset = ? AND status <> 'cancelled'",
-                                (dataset,)).fetchall()
+            rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {where} AND status <> 'cancelled'",
+                                keys).fetchall()
             spent_e = sum((self._parse(r[0]) for r in rows), Fraction(0))
             spent_d = sum((self._parse(r[1]) for r in rows), Fraction(0))
             return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, **totals)
         rows = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs "
-                            "FROM releases WHERE dataset = ? ORDER BY seq", (dataset,)).fetchall()
+                            f"FROM releases WHERE {where} ORDER BY seq", keys).fetchall()
         recs = tuple(self._record(r) for r in rows)
         spent_e = sum((r.epsilon for r in recs if r.charged), Fraction(0))
         spent_d = sum((r.delta for r in recs if r.charged), Fraction(0))
@@ -244,12 +305,111 @@ class Ledger:
         with self._operation(write=False) as conn:
             if conn is None:
                 return []
-            return [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+            return [r[0] for r in conn.execute(_LISTED)]
 
     def history(self) -> list:
         """`DatasetBudget` of every dataset in the ledger, sorted by name (one consistent snapshot)."""
         with self._operation(write=False) as conn:
             if conn is None:
                 return []
-            names = [r[0] for r in conn.execute("SELECT name FROM datasets ORDER BY name")]
+            names = [r[0] for r in conn.execute(_LISTED)]
             return [self._budget(conn, n) for n in names]
+
+    # datasets and their files --------------------------------------------------------------------------------
+
+    def fingerprint(self, source) -> _ds.Fingerprint:
+        """The content fingerprint of an input (file, glob or folder), cached in the ledger by path and stat.
+
+        Reads the input's bytes once (no record is parsed); a file unchanged
+        since it was last fingerprinted (same size, modification time and
+        inode) is not read again.
+        """
+        from .fingerprint import combine, fingerprint_file, input_files
+
+        members = input_files(source)
+        stats = [os.stat(f) for f in members]
+        with self._operation(write=False) as conn:
+            rows = {} if conn is None else {
+                f: conn.execute("SELECT size, mtime_ns, inode, device, digest, sketch FROM fingerprint_cache "
+                                "WHERE path = ?", (f,)).fetchone() for f in members}
+        prints, fresh = [], []
+        for f, st in zip(members, stats):
+            fp = _ds.cached_fingerprint(rows.get(f), st)
+            if fp is None:
+                fp = fingerprint_file(f)
+                fresh.append((f, st, fp))
+            prints.append(fp)
+        if fresh:
+            with self._operation(write=True, consequence="the fingerprint was not cached") as conn:
+                for f, st, fp in fresh:
+                    _ds.cache_fingerprint(conn, f, st, fp)
+        return combine(prints)
+
+    def declare(self, dataset, files, *, total_epsilon=None, total_delta=0, by=None):
+        """Declare ``dataset``: the files it lives in and, the first time, its total budget.
+
+        Parameters
+        ----------
+        dataset : str
+            Its name, as every front end will find it.
+        files : list of path-like
+            The file(s) or Parquet folders/globs the dataset lives in (each a
+            file set of its own). Runs on any copy of their content are charged
+            to ``dataset`` (`resolve`), whatever the copy is called.
+        total_epsilon, total_delta : optional
+            The total; required when the dataset has none. A total already
+            declared is kept (change it with `set_total`): declaring again is
+            safe, e.g. in a set-up script.
+        by : str, optional
+            Who declares it (default: the operating-system user).
+
+        Returns
+        -------
+        (DatasetBudget, list of str)
+            The dataset's budget and notes for the owner (a total kept, releases taken over, a file that is
+            also another dataset's: allowed, and said).
+        """
+        _check_name(dataset, "the dataset name")
+        if not files:
+            raise ParameterError("declare at least one file the dataset lives in")
+        prints = [(os.path.realpath(os.fspath(f)), self.fingerprint(f)) for f in files]
+        notes = []
+        with self._operation(write=True, consequence="nothing was declared") as conn:
+            today = _today()
+            has = conn.execute("SELECT total_epsilon FROM datasets WHERE name = ?", (dataset,)).fetchone()
+            if (has is None or has[0] is None) and total_epsilon is None:
+                raise ParameterError(f"dataset {dataset!r} has no total yet: declare it with --total EPSILON (the "
+                                     "privacy budget all its releases together may spend)")
+            notes += _ds.declare_files(conn, dataset, prints, today)
+        if has is None or has[0] is None:
+            self.set_total(dataset, total_epsilon, total_delta=total_delta, by=by)
+        elif total_epsilon is not None and exact_value(total_epsilon, "the total epsilon") != self._parse(has[0]):
+            notes.append(f"dataset {dataset!r} keeps its declared total, epsilon {has[0]} (change it with: dpgeo budget "
+                         f"set {dataset} --total EPSILON)")
+        return self.budget(dataset), notes
+
+    def resolve(self, source, name=None, *, record=True) -> _ds.Resolution:
+        """Which dataset a run on the input ``source`` is charged to (see `dpgeo.budget.datasets`).
+
+        Raises `ParameterError` when ``name`` is not the dataset the input's
+        content was declared as. ``record=False`` records nothing (the
+        fingerprint is still cached).
+        """
+        path = os.path.realpath(os.fsdecode(os.fspath(source)))
+        fp = self.fingerprint(source)
+        with self._operation(write=record, consequence="nothing was charged or released") as conn:
+            if conn is None:  # reading a ledger that does not exist yet
+                return _ds.Resolution(name if name is not None else _ds.content_key(fp.digest), name)
+            return _ds.resolve(conn, path, fp, name, _today(), record=record)
+
+    def declared_for(self, source) -> list:
+        """Names of the datasets whose declared files have the content of ``source`` (usually one, or none)."""
+        fp = self.fingerprint(source)
+        with self._operation(write=False) as conn:
+            return [] if conn is None else [r[0] for r in conn.execute(
+                "SELECT dataset FROM dataset_files WHERE digest = ? AND declared = 1 ORDER BY dataset", (fp.digest,))]
+
+    def files(self, dataset) -> list:
+        """``(path, declared, size)`` of the files recorded for ``dataset`` (declared, or seen in unnamed runs)."""
+        with self._operation(write=False) as conn:
+            return [] if conn is None else _ds.files(conn, _ds.target(conn, dataset))

@@ -1,4 +1,4 @@
-"""Where the ledger lives, which dataset key a run without a name gets, and who is running it."""
+"""Where the ledger lives, the path key of an unnamed run without a ledger, and who is running it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 from .store import LEDGER_ENV
 
-__all__ = ["ledger_path", "dataset_key_for_path", "path_key_notice", "LEDGER_FILENAME"]
+__all__ = ["ledger_path", "dataset_key_for_path", "LEDGER_FILENAME"]
 
 LEDGER_FILENAME = "ledger.sqlite"
 
@@ -37,11 +37,11 @@ def _default_path():
 
 
 def dataset_key_for_path(path) -> str:
-    """The dataset key for a run that names no dataset: the input's resolved absolute path.
+    """The input's resolved absolute path: the key of an unnamed run that uses no ledger (``ledger=False``).
 
-    Symbolic links and ``..`` are resolved so that two spellings of one file
-    share one budget. Different files (monthly extracts of the same people)
-    get different keys: name the dataset to make them share one.
+    Ledgers of schema 1 keyed unnamed runs on it; a ledger now charges them
+    by content (:mod:`dpgeo.budget.datasets`) and takes such a path key
+    over when the file is declared or first run again.
 
     Examples
     --------
@@ -49,13 +49,6 @@ def dataset_key_for_path(path) -> str:
     '/data/stops.gpkg'
     """
     return os.path.realpath(os.path.expanduser(os.fspath(path)))
-
-
-def path_key_notice(key) -> str:
-    """What to tell the owner, once, when a run without a dataset name is recorded under the path ``key``."""
-    return (f"no dataset name given: this release is recorded in the privacy-budget ledger under the input's path "
-            f"{key!r}. Name the dataset (--dataset NAME) so that every file holding the same people shares one "
-            "budget.")
 
 
 def _os_user():

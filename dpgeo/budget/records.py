@@ -8,11 +8,14 @@ from fractions import Fraction
 from ..errors import BudgetExceededError
 from .amounts import format_exact
 
-__all__ = ["ReleaseRecord", "DatasetBudget", "CHARGED", "STATUSES"]
+__all__ = ["ReleaseRecord", "DatasetBudget", "CHARGED", "STATUSES", "STATUS_LABELS"]
 
 #: Status of a release row: the first three count as spent.
 CHARGED = ("reserved", "completed", "failed")
 STATUSES = CHARGED + ("cancelled",)
+#: How each status is shown to people (``dpgeo budget show``, the service's job status).
+STATUS_LABELS = {"reserved": "incomplete", "completed": "completed", "failed": "spent, no release",
+                 "cancelled": "cancelled"}
 
 
 @dataclass(frozen=True)
@@ -21,8 +24,9 @@ class ReleaseRecord:
 
     ``status`` is ``"completed"``; ``"reserved"`` (charged, not completed:
     running now, or stopped by a crash); ``"failed"`` (charged: stopped after
-    noise may have been drawn); or ``"cancelled"`` (stopped before any noise
-    was drawn: not charged). ``date`` is the UTC day, never a time of day.
+    noise may have been drawn, nothing released; shown as "spent, no
+    release"); or ``"cancelled"`` (stopped before any noise was drawn: not
+    charged). ``date`` is the UTC day, never a time of day.
     """
 
     release_id: str

@@ -22,7 +22,7 @@ from ..errors import LedgerError
 #: Environment variable naming the ledger file (overrides the per-user default).
 LEDGER_ENV = "DPGEO_LEDGER"
 #: Schema version this dpgeo writes (``PRAGMA user_version``); newer files are refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: ``PRAGMA application_id`` of a dpgeo ledger (ASCII "dpgL"): tells it from other SQLite files.
 APPLICATION_ID = 0x6470674C
 
@@ -66,8 +66,32 @@ def _migrate_to_1(conn):
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
+def _migrate_to_2(conn):
+    # the files a dataset lives in, by content (owner-side only: never in any output)
+    conn.execute("""CREATE TABLE dataset_files (
+        dataset TEXT NOT NULL REFERENCES datasets(name),
+        digest TEXT NOT NULL,               -- SHA-256 of the content (a file set: 'set:' + of its members)
+        sketch BLOB NOT NULL,               -- smallest chunk hashes, for near-copies (budget/fingerprint.py)
+        size INTEGER NOT NULL,
+        path TEXT NOT NULL,                 -- where it was declared or first seen (absolute)
+        declared INTEGER NOT NULL,          -- 1: declared by the owner; 0: seen in a run without a name
+        date TEXT NOT NULL,
+        PRIMARY KEY (dataset, digest))""")
+    conn.execute("CREATE INDEX dataset_files_by_digest ON dataset_files(digest)")
+    # keys whose releases count towards another dataset (an unnamed file's key, a path key of schema 1,
+    # merged into the dataset the owner declared for that file): its releases stay as recorded
+    conn.execute("""CREATE TABLE dataset_aliases (
+        alias TEXT PRIMARY KEY NOT NULL REFERENCES datasets(name),
+        dataset TEXT NOT NULL REFERENCES datasets(name),
+        date TEXT NOT NULL)""")
+    # fingerprints already computed, so that a run does not read a large input twice
+    conn.execute("""CREATE TABLE fingerprint_cache (
+        path TEXT PRIMARY KEY NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+        inode INTEGER NOT NULL, device INTEGER NOT NULL, digest TEXT NOT NULL, sketch BLOB NOT NULL)""")
+
+
 #: Migration to each schema version from the one before (0 = an empty file).
-MIGRATIONS = {1: _migrate_to_1}
+MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2}
 
 
 def migrate(conn, current):

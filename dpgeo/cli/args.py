@@ -80,15 +80,25 @@ def _add_input_args(p):
     g.add_argument("--scheduler", default=None, metavar="local[:N]|ADDRESS",
                    help="count the points with Dask: 'local' starts a cluster of one worker per core on this "
                         "machine ('local:N': N workers), an address such as tcp://host:8786 uses a running Dask "
-                        "cluster (needs pip install 'dpgeo[dask]'; see docs/scale.md). The workers only count; "
+                        "cluster (needs pip install dask distributed; see docs/scale.md). The workers only count; "
                         "the noise is drawn here. Implies --engine dask. Default: count here, in one process")
-    g = p.add_argument_group("HTML map")
-    g.add_argument("--basemap", default=None, metavar="URL",
-                   help="XYZ tile URL template drawn under an .html map, e.g. "
-                        "https://tile.example.org/{z}/{x}/{y}.png. Default: no basemap, and the map requests "
-                        "nothing from any host (tile servers see who views the map)")
+    _add_map_args(p)
+
+
+def _add_map_args(p):
+    """--basemap, --basemap-attribution (an .html map) and --title (.html and .png)."""
+    g = p.add_argument_group("maps (.html, .png)")
+    g.add_argument("--basemap", default=None, metavar="osm|none|URL",
+                   help="tiles under an .html map: osm (default) = OpenStreetMap's standard tiles, credited "
+                        "'© OpenStreetMap contributors' (their tile usage policy applies: "
+                        "https://operations.osmfoundation.org/policies/tiles/); none = no basemap, and the map "
+                        "requests nothing from any host; or an XYZ tile URL template such as "
+                        "https://tile.example.org/{z}/{x}/{y}.png. Tile servers see who views the map")
     g.add_argument("--basemap-attribution", default=None, metavar="TEXT",
-                   help="credit shown for the --basemap tiles (plain text)")
+                   help="credit shown for the tiles of a --basemap URL (plain text)")
+    g.add_argument("--title", default=None, metavar="TEXT",
+                   help="title of an .html map (its page title and heading) and heading of a .png "
+                        "(default: the mechanism)")
 
 
 def _add_privacy_args(p, epsilon_required=True, with_person=False,
@@ -114,7 +124,8 @@ def _add_privacy_args(p, epsilon_required=True, with_person=False,
     if with_person:  # the run commands
         g.add_argument("--dataset", default=None, metavar="NAME",
                        help="the population this release protects, as named in the privacy-budget ledger "
-                            "(default: the input's resolved path); several files of the same people share one name")
+                            "(default: the dataset declared for the input file's content: dpgeo budget declare); "
+                            "several files of the same people share one name")
         g.add_argument("--ledger", default=None, metavar="PATH",
                        help="privacy-budget ledger file (default: $DPGEO_LEDGER, else your user data directory)")
         g.add_argument("--unattended", action="store_true",

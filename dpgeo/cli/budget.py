@@ -15,10 +15,12 @@ __all__ = ["register"]
 
 _EXAMPLES = """\
 examples:
-  # declare the total budget of the police-stop data (all its releases together)
-  dpgeo budget set stops --total 2
+  # declare the police-stop data once: its name, the file it lives in and its total budget
+  dpgeo budget declare minneapolis-stops --file sample_layers/minneapolis_police_stops_2017.gpkg --total 3
+  # change the total later
+  dpgeo budget set minneapolis-stops --total 4
   # every release of it, what is spent and what is left
-  dpgeo budget show stops
+  dpgeo budget show minneapolis-stops
   # one line per dataset; every release of every dataset
   dpgeo budget show
   dpgeo budget history --json
@@ -28,7 +30,7 @@ The ledger is --ledger PATH, else $DPGEO_LEDGER, else ledger.sqlite in your user
 
 
 def register(subparsers):
-    """Add ``budget set|show|history`` to the ``dpgeo`` command's subparsers."""
+    """Add ``budget declare|set|show|history`` to the ``dpgeo`` command's subparsers."""
     from ..budget import DEFAULT_LOCK_TIMEOUT_S
 
     common = argparse.ArgumentParser(add_help=False)
@@ -40,7 +42,7 @@ def register(subparsers):
     g.add_argument("--json", action="store_true", help="print JSON")
 
     bp = subparsers.add_parser(
-        "budget", help="privacy budget of each dataset: declare its total, show its releases",
+        "budget", help="privacy budget of each dataset: declare it and its total, show its releases",
         description="The privacy-budget ledger: every release of a dataset spends part of its total budget "
                     "(sequential composition); a release that would exceed the total is refused.",
         epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -48,9 +50,23 @@ def register(subparsers):
     bsub = bp.add_subparsers(dest="budget_command", metavar="ACTION", parser_class=type(bp))
     bp.set_defaults(func=lambda args: _usage(bp))
 
+    dp = bsub.add_parser(
+        "declare", parents=[common], help="declare a dataset once: its name, its file(s) and its total budget",
+        description="Declare dataset NAME: the file(s) it lives in and the total epsilon all its releases together "
+                    "may spend. Every run on the content of these files, under any file name or in any folder, and "
+                    "from any front end, is then charged to NAME. Declaring again is safe: a total already declared "
+                    "is kept (change it with: dpgeo budget set).")
+    dp.add_argument("name", metavar="NAME", help="dataset name")
+    dp.add_argument("--file", dest="files", action="append", required=True, metavar="FILE",
+                    help="a file (or a glob or folder of Parquet files) the dataset lives in; repeat for several")
+    dp.add_argument("--total", default=None, metavar="EPSILON",
+                    help="total ε of all releases together (required the first time; e.g. 2, 0.5, 1/3)")
+    dp.add_argument("--total-delta", default="0", metavar="DELTA", help="total δ (default 0)")
+    dp.set_defaults(func=_cmd_declare)
+
     sp = bsub.add_parser("set", parents=[common], help="declare (or change) a dataset's total budget",
                          description="Declare the total ε (and δ) that all releases of NAME together may spend.")
-    sp.add_argument("name", metavar="NAME", help="dataset name (or the input path a run without --dataset used)")
+    sp.add_argument("name", metavar="NAME", help="dataset name (or the key a run without --dataset was charged to)")
     sp.add_argument("--total", required=True, metavar="EPSILON",
                     help="total ε of all releases together (e.g. 2, 0.5, 1/3)")
     sp.add_argument("--total-delta", default="0", metavar="DELTA",
@@ -87,7 +103,8 @@ def _num(value):
 
 def _summary_lines(b):
     if b.total_epsilon is None:
-        total = "none declared (releases are recorded, none refused; declare one with: dpgeo budget set NAME --total EPSILON)"
+        total = ("none declared: nothing limits its spending (releases are recorded, none refused; declare one with: "
+                 "dpgeo budget declare NAME --file FILE --total EPSILON)")
         left = "no total declared"
     else:
         total = (f"epsilon {_num(b.total_epsilon)}, delta {_num(b.total_delta)} "
@@ -100,10 +117,9 @@ def _summary_lines(b):
             f"left:    {left}"]
 
 
-_STATUS = {"reserved": "incomplete", "completed": "completed", "failed": "failed", "cancelled": "cancelled"}
 _LEGEND = {
     "incomplete": "incomplete: charged, not finished (running now, or stopped by a crash)",
-    "failed": "failed: charged, stopped after noise may have been drawn",
+    "spent, no release": "spent, no release: charged, stopped after noise may have been drawn; nothing released",
     "cancelled": "cancelled: stopped before any noise was drawn, not charged",
 }
 
@@ -114,10 +130,12 @@ def _table(rows):
 
 
 def _releases_lines(b):
+    from ..budget import STATUS_LABELS
+
     if not b.releases:
         return ["no releases recorded"]
     rows = [("date (UTC)", "release id", "mechanism", "epsilon", "delta", "who", "status", "outputs")]
-    rows += [(r.date, r.release_id, r.mechanism, _num(r.epsilon), _num(r.delta), r.analyst, _STATUS[r.status],
+    rows += [(r.date, r.release_id, r.mechanism, _num(r.epsilon), _num(r.delta), r.analyst, STATUS_LABELS[r.status],
               ", ".join(r.outputs) or "-") for r in b.releases]
     lines = _table(rows)
     seen = {row[6] for row in rows[1:]}
@@ -140,6 +158,28 @@ def _cmd_set(args):
         print(f"dpgeo: note: {args.name!r} has already spent more than the new total: no further release fits",
               file=sys.stderr)
     return 0
+
+
+def _cmd_declare(args):
+    ledger = _ledger(args)
+    b, notes = ledger.declare(args.name, args.files, total_epsilon=args.total, total_delta=args.total_delta)
+    if args.json:
+        _print_json(ledger, dataset=b.to_dict(releases=False), files=_files_json(ledger, b.dataset))
+    else:
+        print("\n".join([f"ledger:  {ledger.path}"] + _summary_lines(b) + _files_lines(ledger, b.dataset)))
+    for n in notes:
+        print(f"dpgeo: note: {n}", file=sys.stderr)
+    return 0
+
+
+def _files_lines(ledger, name):
+    rows = ledger.files(name)
+    return [f"{'file:' if i == 0 else '':8} {path}{'' if declared else '  (seen in a run without a name)'}"
+            for i, (path, declared, _) in enumerate(rows)]
+
+
+def _files_json(ledger, name):
+    return [{"path": p, "declared": d, "size_bytes": n} for p, d, n in ledger.files(name)]
 
 
 def _cmd_show(args):
@@ -168,9 +208,10 @@ def _cmd_show(args):
         raise ParameterError(f"dataset {args.name!r} is not in the ledger {ledger.path} (datasets there: {known})")
     b = ledger.budget(args.name)
     if args.json:
-        _print_json(ledger, dataset=b.to_dict())
+        _print_json(ledger, dataset=b.to_dict(), files=_files_json(ledger, b.dataset))
     else:
-        print("\n".join([f"ledger:  {ledger.path}"] + _summary_lines(b) + [""] + _releases_lines(b)))
+        print("\n".join([f"ledger:  {ledger.path}"] + _summary_lines(b) + _files_lines(ledger, b.dataset) + [""]
+                        + _releases_lines(b)))
     return 0
 
 

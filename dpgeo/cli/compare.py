@@ -55,35 +55,15 @@ def _compare_command(sub):
     _add_engine_arg(g)
     _add_privacy_args(cp, epsilon_required=False,
                       epsilon_help="privacy budget ε (> 0); required except for eppkm (which adds no noise)")
-    g = cp.add_argument_group("DBSCAN (--algorithm spans)")
-    g.add_argument("--radius", type=float, default=None, help="DBSCAN radius α in metres")
-    g.add_argument("--min-points", type=int, default=None, help="DBSCAN MinPts")
-    g.add_argument("--beta", type=float, default=0.05, help="failure probability of the noise bound Γ")
-    g.add_argument("--eta", type=float, default=1.0, help="cell width factor η′ in (0, 1]")
-    g.add_argument("--histogram", choices=["auto", "dense", "sparse"], default="auto")
-    g.add_argument("--gamma", choices=["laplace", "exact"], default="laplace")
-    g.add_argument("--extent", choices=["grown", "core"], default="grown")
-    g.add_argument("--reference-max-points", type=int, default=500_000, metavar="N",
-                   help="refuse the non-private DBSCAN on more points than this (memory; default 500000)")
-    g = cp.add_argument_group("WaveCluster (--algorithm wavecluster)")
-    g.add_argument("--method", choices=["privthr", "privthr-em", "privqt", "baseline"], default="privthr")
-    size = g.add_mutually_exclusive_group()
-    size.add_argument("--cell", type=float, help="cell width in metres")
-    size.add_argument("--grid", type=int, help="cells along the longer side of the study area")
-    g.add_argument("--percentile", type=float, default=60.0)
-    g.add_argument("--wavelet", choices=["haar", "bior2.2", "bior1.3", "db2"], default="haar")
-    g.add_argument("--count-split", type=float, default=None)
-    g.add_argument("--count-cap", type=float, default=None)
-    g.add_argument("--n-public", type=int, default=None)
-    g.add_argument("--k-rule", choices=["direct", "prune", "prune-half"], default="direct")
-    g = cp.add_argument_group("k-means family (--algorithm kmeans, eppkm, diffhwt)")
-    g.add_argument("--k", type=int, default=None, help="number of clusters")
-    g.add_argument("--iterations", type=int, default=None, help="kmeans: Lloyd iterations (default 5)")
-    g.add_argument("--layer-share", type=float, default=None,
-                   help="kmeans: share of ε for the cells' counts (default 0.1)")
-    g.add_argument("--bags", type=int, default=1, help="eppkm: bootstrap bags B (default 1)")
-    g.add_argument("--calibration", choices=["attribute", "record"], default="attribute",
-                   help="diffhwt: noise for one attribute (the paper) or one whole record")
+    from ..compare.systems import COMPARED
+    from .declared import add_param_options
+
+    seen = {"--epsilon"}
+    for algorithm, mech in COMPARED.items():  # every algorithm's options, from its declaration, each flag once
+        add_param_options(cp, mech, title=f"{mech.title} (--algorithm {algorithm})", required=False, seen=seen)
+    cp.add_argument_group("DBSCAN reference (--algorithm spans)").add_argument(
+        "--reference-max-points", type=int, default=500_000, metavar="N",
+        help="refuse the non-private DBSCAN on more points than this (memory; default 500000)")
     _add_domain_args(cp, with_data_flag=False)
     cp.set_defaults(func=_cmd_compare)
 
@@ -93,25 +73,18 @@ def _cmd_compare(args):
     from ..counting.readers import read_points
     from ..formats import check_engine
 
-    if args.algorithm == "spans":
-        params = dict(radius_m=args.radius, min_points=args.min_points, beta=args.beta, eta=args.eta,
-                      histogram=args.histogram, gamma=args.gamma, extent=args.extent,
-                      sensitivity=args.max_points_per_record)
-        if args.radius is None or args.min_points is None:
-            from ..errors import ParameterError
+    from ..compare.systems import COMPARED
+    from .declared import param_values
 
-            raise ParameterError("--algorithm spans needs --radius and --min-points")
-    elif args.algorithm == "kmeans":
-        params = dict(k=args.k, iterations=args.iterations, layer_share=args.layer_share,
-                      sensitivity=args.max_points_per_record)
-    elif args.algorithm == "eppkm":
-        params = dict(k=args.k, bags=args.bags)
-    elif args.algorithm == "diffhwt":
-        params = dict(k=args.k, calibration=args.calibration)
-    else:
-        params = dict(method=args.method, cell_m=args.cell, grid_size=args.grid, percentile=args.percentile,
-                      wavelet=args.wavelet, count_split=args.count_split, count_cap=args.count_cap,
-                      n_public=args.n_public, k_rule=args.k_rule, sensitivity=args.max_points_per_record)
+    mech = COMPARED[args.algorithm]
+    params = param_values(mech, args)
+    missing = [p.cli_flag for p in mech.offered("cli") if p.required and params[p.name] is None]
+    if missing:
+        from ..errors import ParameterError
+
+        raise ParameterError(f"--algorithm {args.algorithm} needs {' and '.join(missing)}")
+    if mech.fronts != {"compare"}:
+        params["sensitivity"] = args.max_points_per_record
     from ..randomness import check_seed
 
     check_seed(args.seed)
@@ -132,9 +105,9 @@ def _cmd_compare(args):
     rep = compare(table, algorithm=args.algorithm, epsilon=args.epsilon, domain=domain, crs=args.crs,
                   seed=args.seed, png=args.output, progress=prog,
                   reference_max_points=args.reference_max_points, **params)
-    if args.json:
+    if args.json:  # the document carries the notice; a person at the terminal reads it here, once
         print(json.dumps(rep.to_dict(), indent=2))
-    else:
+        print(f"WARNING: {NOT_PRIVATE_NOTICE}", file=sys.stderr)
+    else:  # the report opens with the notice
         print(rep.text())
-    print(f"WARNING: {NOT_PRIVATE_NOTICE}", file=sys.stderr)
     return 0

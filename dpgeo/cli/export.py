@@ -29,26 +29,31 @@ def register(sub):
     )
     ex.add_argument("release", help="a .gpkg or .geojson written by dpgeo")
     ex.add_argument("-o", "--output", required=True, action="append", metavar="OUTPUT",
-                    help="output .gpkg or .geojson (written atomically); repeat -o for several")
+                    help="output .gpkg, .geojson, .html or .png (written atomically); repeat -o for several")
     ex.add_argument("--out-crs", default=None, metavar="CRS",
                     help="CRS of a GeoPackage output (default: the release's); GeoJSON is always EPSG:4326")
     ex.add_argument("--engine", choices=("auto", "pyogrio", "fiona"), default="auto",
                     help="GDAL binding that reads and writes GeoPackages (default auto)")
     ex.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    from .args import _add_map_args
+
+    _add_map_args(ex)
     ex.set_defaults(func=_cmd_export)
 
 
 def _cmd_export(args):
     from ..formats import check_engine
     from ..release import read_release
-    from .outputs import check_out_crs, check_output_paths, output_crs_for
+    from .outputs import _basemap_for, check_out_crs, check_output_paths, output_crs_for
 
     check_output_paths(args.output, args)
     check_out_crs(args.output, args.out_crs)
     for out in args.output:  # an output that is the release itself is refused by check_output_paths
         check_engine(args.engine, write=out)
     release = read_release(args.release, engine=args.engine)
-    written = [release.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine)
+    written = [release.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
+                               basemap=_basemap_for(out, args), title=args.title,
+                               attribution=_basemap_for(out, args, "basemap_attribution"))
                for out in args.output]
     if not args.quiet:
         md = release.metadata

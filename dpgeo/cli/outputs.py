@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..formats import output_driver
+
 __all__ = ["check_output_path", "check_output_paths", "check_out_crs", "output_crs_for", "write_outputs",
            "budget_line"]
 
@@ -15,7 +17,7 @@ def check_output_path(path, args=None):
 
     a = args if args is not None else argparse.Namespace()
     check_output(path, crs=output_crs_for(path, getattr(a, "out_crs", None)), basemap=_basemap_for(path, a),
-                 attribution=_basemap_for(path, a, "basemap_attribution"))
+                 attribution=_basemap_for(path, a, "basemap_attribution"), title=getattr(a, "title", None))
 
 
 def check_output_paths(paths, args=None):
@@ -23,10 +25,12 @@ def check_output_paths(paths, args=None):
     file, the ledger, a release being exported), and the same file may not be named twice."""
     from ..errors import OutputError
 
-    if getattr(args, "basemap", None) is not None and all(_basemap_for(p, args) is None for p in paths):
+    if (getattr(args, "basemap", None) is not None or getattr(args, "basemap_attribution", None) is not None) \
+            and all(output_driver(p) != "HTML" for p in paths):
         from ..io.files import check_output
 
-        check_output(paths[0], basemap=args.basemap)  # says that a basemap is drawn only on an HTML map
+        # says that a basemap is drawn only on an HTML map ("none" and the default pass)
+        check_output(paths[0], basemap=args.basemap, attribution=args.basemap_attribution)
     from ..io.paths import check_not_input, protected_files
     from ..release import ledger_file
 
@@ -45,16 +49,15 @@ def check_output_paths(paths, args=None):
 
 def output_crs_for(path, out_crs):
     """``--out-crs`` applies to the outputs that have a CRS of choice; GeoJSON and HTML are always EPSG:4326."""
-    from ..formats import output_driver
-
     return None if output_driver(path) in ("GeoJSON", "HTML") else out_crs
 
 
 def _basemap_for(path, args, name="basemap"):
-    """``--basemap`` and its attribution go to the HTML outputs only."""
-    from ..formats import output_driver
-
-    return getattr(args, name, None) if output_driver(path) == "HTML" else None
+    """``--basemap`` (default OpenStreetMap's tiles) and its attribution go to the HTML outputs only."""
+    if output_driver(path) != "HTML":
+        return None
+    value = getattr(args, name, None)
+    return "osm" if name == "basemap" and value is None else value
 
 
 def check_out_crs(paths, out_crs):
@@ -67,31 +70,23 @@ def check_out_crs(paths, out_crs):
 
 def write_outputs(res, args):
     """Write the one release to every ``-o`` (free: post-processing) and record the files in the ledger."""
-    written = [res.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
-                           basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"))
-               for out in args.output]
-    if res.metadata.get("dataset_spent_epsilon") is not None:  # charged to a ledger
-        from ..budget import Ledger
-
-        Ledger(args.ledger).add_outputs(res.metadata["release_id"], [os.path.abspath(p) for p in written])
-    return written
+    # each file is recorded with the release in the ledger as it is written (Release.to_file)
+    return [res.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
+                        basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"),
+                        title=getattr(args, "title", None))
+            for out in args.output]
 
 
-def budget_line(md) -> str | None:
-    """One line on the dataset's privacy budget after a release (None when nothing was charged)."""
-    if md.get("dataset_spent_epsilon") is None:
+def budget_line(res) -> str | None:
+    """One line for the owner on the dataset's privacy budget after a release (None when nothing was charged)."""
+    from ..budget import format_exact
+
+    rec = res.ledger_record
+    if rec is None:
         return None
-    spent = md.get("dataset_spent_epsilon_exact", f"{md['dataset_spent_epsilon']:g}")
-    total = md.get("dataset_total_epsilon")
-    name = md.get("dataset")
+    name, spent, total = rec["dataset"], format_exact(rec["spent_epsilon"]), rec["total_epsilon"]
     if total is None:
-        return (f"privacy budget of dataset {name!r}: epsilon {spent} spent so far, no total declared "
-                f"(declare one: dpgeo budget set {_quote(name)} --total EPSILON)")
-    left = max(total - md["dataset_spent_epsilon"], 0.0)
-    return f"privacy budget of dataset {name!r}: epsilon {spent} of {total:g} spent, {left:.6g} left"
+        return f"privacy budget of dataset {name!r}: epsilon {spent} spent so far, no total declared"
+    left = max(total - rec["spent_epsilon"], 0)
+    return f"privacy budget of dataset {name!r}: epsilon {spent} of {format_exact(total)} spent, {format_exact(left)} left"
 
-
-def _quote(name):
-    import shlex
-
-    return shlex.quote(name)

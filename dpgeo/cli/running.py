@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import time
@@ -86,10 +85,8 @@ def _prepare_run(args, check=None):
     domain = resolve_domain(args)
     if check is not None:
         check(domain)
-    owner_log = logging.getLogger("dpgeo.owner")
-    if not args.quiet and not owner_log.handlers:  # report_run prints the owner's warnings, once
-        owner_log.addHandler(logging.NullHandler())
-    prog = _Progress(args.quiet)
+    # unattended: no progress lines (how far and how fast a run goes depends on the data's size)
+    prog = _Progress(args.quiet or _unattended(args))
     # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
     table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
                       person=args.person, engine=args.engine)
@@ -100,9 +97,26 @@ def _prepare_run(args, check=None):
     return prog, domain, table
 
 
+def _unattended(args) -> bool:
+    return bool(getattr(args, "unattended", False))
+
+
 def report_run(res, args, paths):
-    """Print the local diagnostics and what was written (stderr)."""
+    """Print the local diagnostics and what was written (stderr).
+
+    Unattended, only what follows from the command line and the ledger is
+    printed, the same whatever the data holds: not the owner's counts or
+    warnings, not the number of clusters (the owner reads those in the
+    output or runs without ``--unattended``).
+    """
     if args.quiet:
+        return
+    md = res.metadata
+    eps = "n/a" if md.get("epsilon") is None else f"{md['epsilon']:g}"
+    private = str(md["differentially_private"]).lower()
+    if _unattended(args):
+        print(f"wrote {', '.join(map(str, paths))}: epsilon={eps}; differentially_private={private}", file=sys.stderr)
+        _report_privacy(res, unattended=True)
         return
     from ..counting.decode import describe_drops
 
@@ -119,13 +133,19 @@ def report_run(res, args, paths):
         + "\n       (these counts describe your private data: do not publish them)",
         file=sys.stderr,
     )
-    md = res.metadata
-    eps = "n/a" if md.get("epsilon") is None else f"{md['epsilon']:g}"
     print(f"wrote {', '.join(map(str, paths))}: {len(res.layer)} clusters; epsilon={eps}; "
-          f"differentially_private={str(md['differentially_private']).lower()}", file=sys.stderr)
+          f"differentially_private={private}", file=sys.stderr)
+    _report_privacy(res)
+
+
+def _report_privacy(res, unattended=False):
+    md = res.metadata
     if not md["differentially_private"]:
         print("WARNING: NOT differentially private: " + "; ".join(md["not_private_reasons"]), file=sys.stderr)
-    line = budget_line(md)
+    rec = res.ledger_record
+    if unattended and (rec is None or rec["published_dataset"] is None):
+        return  # the key of an unnamed input comes from its content: not for stderr when unattended
+    line = budget_line(res)
     if line:
         print(line, file=sys.stderr)
 

@@ -57,17 +57,37 @@ def _cmd_serve(args):
         from ..server import create_app, load_config
     except ImportError as exc:
         raise ParameterError(f"dpgeo serve needs the serve extra ({exc.name} is missing): "
-                             "pip install 'dpgeo[serve]'") from None
+                             "pip install fastapi uvicorn (from a dpgeo checkout: pip install '.[serve]')") from None
     config = load_config(args.config)
     if args.check:
+        from ..server.config import ledger_notice
+
+        info, warning = ledger_notice(config.server)
         print(f"{config.path}: {len(config.datasets)} dataset(s), {len(config.analysts)} analyst(s); "
               f"ledger {config.server.ledger}; releases in {config.server.releases}", file=sys.stderr)
+        print(info, file=sys.stderr)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
         return 0
     _logging()
+    _log_ledger(config)
     app = create_app(config)
     uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False, proxy_headers=True,
                 forwarded_allow_ips=args.forwarded_allow_ips, server_header=False, timeout_graceful_shutdown=5)
     return 0
+
+
+def _log_ledger(config):
+    """Say at start which privacy-budget ledger the service charges (and when it is not the machine's one)."""
+    import logging
+
+    from ..server.config import ledger_notice
+
+    info, warning = ledger_notice(config.server)
+    log = logging.getLogger("dpgeo.server")
+    log.info("%s", info)
+    if warning:
+        log.warning("%s", warning)
 
 
 def _logging():

@@ -69,17 +69,6 @@ from .figure import _draw, check_png_path
 from .report import ALGORITHMS, NOT_DP_ALGORITHMS, NOT_PRIVATE_NOTICE, CompareReport  # noqa: F401 (public names)
 
 __all__ = ["compare", "CompareReport", "NOT_PRIVATE_NOTICE", "check_png_path"]
-_SPANS_PARAMS = ("radius_m", "min_points", "beta", "eta", "histogram", "gamma", "extent", "sensitivity",
-                 "max_dense_cells", "max_false_cells")
-_WAVE_PARAMS = ("method", "cell_m", "grid_size", "percentile", "wavelet", "mode", "count_split", "count_cap",
-                "n_public", "k_rule", "sensitivity")
-_PARAMS = {
-    "spans": _SPANS_PARAMS,
-    "wavecluster": _WAVE_PARAMS,
-    "kmeans": ("k", "iterations", "layer_share", "count_share", "sensitivity"),
-    "eppkm": ("k", "bags"),
-    "diffhwt": ("k", "level", "calibration"),
-}
 #: Largest number of points the non-private DBSCAN reference is run on (its memory grows with the
 #: number of neighbours of every point).
 DEFAULT_REFERENCE_MAX_POINTS = 500_000
@@ -88,81 +77,34 @@ _MAX_CLASSIFY_POINTS = 200_000
 
 
 def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
-    """Validate every public parameter before the data is read."""
+    """Validate every public parameter, against the algorithm's declaration, before the data is read."""
     from ..domain import as_study_area
-    from ..pipeline import (
-        WAVECLUSTER_METHODS,
-        _check_dbscan_params,
-        _wavecluster_grid,
-        check_epsilon,
-        check_int,
-    )
+    from ..pipeline.run import public_plan
+    from .systems import COMPARED
 
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
-    if epsilon is None and algorithm != "eppkm":
-        raise ParameterError(f"algorithm {algorithm!r} needs epsilon, the privacy budget (--epsilon)")
-    allowed = _PARAMS[algorithm]
+    mech = COMPARED[algorithm]
+    allowed = [p.name for p in mech.params] + (["sensitivity"] if mech.fronts != {"compare"} else [])
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ParameterError(f"unknown parameter(s) for algorithm {algorithm!r}: {', '.join(unknown)}; "
                              f"accepted: {', '.join(allowed)}")
+    for p in mech.params:
+        if p.required and params.get(p.name) is None:
+            raise ParameterError(f"algorithm {algorithm!r} needs {p.name}, the {p.title.lower()} ({p.cli_flag})")
+    if algorithm == "wavecluster" and params.get("method", "privthr") == "exact":
+        raise ParameterError("method must be one of privthr, privthr-em, privqt, baseline (the private method "
+                             "compared with exact WaveCluster), got 'exact'")
+    if epsilon is None and algorithm != "eppkm":
+        raise ParameterError(f"algorithm {algorithm!r} needs epsilon, the privacy budget (--epsilon)")
     area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    if algorithm == "spans":
-        for req in ("radius_m", "min_points"):
-            if params.get(req) is None:
-                raise ParameterError(f"algorithm 'spans' needs {req} (--{req.replace('_m', '').replace('_', '-')})")
-        _check_dbscan_params(epsilon, params["radius_m"], params["min_points"], params.get("beta", 0.05),
-                             params.get("eta", 1.0), params.get("histogram", "auto"),
-                             params.get("gamma", "laplace"), params.get("sensitivity", 1),
-                             params.get("extent", "grown"))
-        from ..pipeline import noise_preview
-
-        noise_preview(epsilon=epsilon, radius_m=params["radius_m"], min_points=params["min_points"], domain=area,
-                      **{n: params[n] for n in ("beta", "eta", "histogram", "gamma", "extent", "sensitivity")
-                         if n in params})  # the grid and memory of the run (dpgeo.resources)
-    elif algorithm in ("kmeans", "eppkm", "diffhwt"):
-        if params.get("k") is None:
-            raise ParameterError(f"algorithm {algorithm!r} needs k, the number of clusters (--k)")
-        check_int(params["k"], "k (number of clusters)")
-        if algorithm == "kmeans":
-            from ..mechanisms.kmeans import kmeans_plan
-
-            check_epsilon(epsilon)
-            kmeans_plan(area.polygon.bounds, k=params["k"], epsilon=epsilon,
-                        **{n: params[n] for n in ("iterations", "layer_share", "count_share", "sensitivity")
-                           if n in params})
-            from ..pipeline.kmeans import check_kmeans_plan
-
-            check_kmeans_plan(area, epsilon=epsilon, layer_share=params.get("layer_share"),
-                              sensitivity=params.get("sensitivity", 1))
-        elif algorithm == "eppkm":
-            check_int(params.get("bags", 1), "bags (EPP-KM's number of bootstrap bags B)")
-        else:
-            from ..mechanisms.diffhwt import SENSITIVITIES
-
-            check_epsilon(epsilon)
-            if params.get("level", 0) != 0:
-                raise ParameterError("DiffHWT on 2-D points has only level s = 0 (the paper decomposes at least "
-                                     f"once and n̄ = 2); got level={params['level']!r}")
-            if params.get("calibration", "attribute") not in SENSITIVITIES:
-                raise ParameterError("calibration must be 'attribute' (the paper's noise) or 'record', got "
-                                     f"{params['calibration']!r}")
-    else:
-        method = params.get("method", "privthr")
-        if method == "exact" or method not in WAVECLUSTER_METHODS:
-            raise ParameterError("method must be one of privthr, privthr-em, privqt, baseline (the private "
-                                 f"method compared with exact WaveCluster), got {method!r}")
-        check_epsilon(epsilon)
-        check_int(params.get("sensitivity", 1), "sensitivity (points per record)")
-        p = params.get("percentile", 60.0)
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 100:
-            raise ParameterError(f"percentile must be in [0, 100), got {p!r}")
-        from ..pipeline import wavecluster_count_epsilon
-
-        _wavecluster_grid(area, params.get("cell_m"), params.get("grid_size"),
-                          wavecluster_count_epsilon(method, epsilon, params.get("count_split")),
-                          params.get("sensitivity", 1))
+    sensitivity = params.get("sensitivity", 1)
+    values = {k: v for k, v in params.items() if k != "sensitivity"}
+    if mech.fronts == {"compare"}:  # a comparison system: its parameters only
+        mech.validate(values)
+    else:  # the grid, the noise bounds and the memory of the run (dpgeo.resources)
+        public_plan(mech, values, area, epsilon=epsilon, sensitivity=sensitivity)
     return area
 
 

@@ -25,8 +25,7 @@ def check_png_path(path) -> str:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise OutputError("writing the comparison map needs matplotlib: pip install matplotlib "
-                          "(or dpgeo[plot])") from None
+        raise OutputError("writing the comparison map needs matplotlib: pip install matplotlib") from None
     return p
 
 

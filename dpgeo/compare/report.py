@@ -55,7 +55,7 @@ class CompareReport:
     notice: str = NOT_PRIVATE_NOTICE
 
     def text(self) -> str:
-        """The report as text, with the not-private notice at the top and the bottom."""
+        """The report as text, under the not-private notice (once, at the top)."""
         m = self.measures
         md = self.private.metadata
         bar = "!" * 78
@@ -119,7 +119,6 @@ class CompareReport:
         if self.algorithm in NOT_DP_ALGORITHMS:
             lines += ["", _wrap(f"{md['mechanism']}: NOT DIFFERENTIALLY PRIVATE (see above); never publish "
                                 "its output.")]
-        lines += ["", bar, _wrap(self.notice), bar]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

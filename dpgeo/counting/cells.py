@@ -41,16 +41,21 @@ import numpy as np
 from ..errors import DataError, OutsideStudyAreaError
 from ..grid import Grid
 from .accumulate import CountAccumulator, sum_by_id
+from .checks import OWNER_LABEL, for_owner
 from .points import PreparedPoints
 from .sources import input_label
 from .inputs import open_points
 from .sources import DEFAULT_BATCH_ROWS
 
-__all__ = ["CellCounts", "count_points", "exact_counts", "owner_problem", "OWNER_LOG", "CountAccumulator",
-           "sum_by_id"]
+__all__ = ["CellCounts", "count_points", "exact_counts", "owner_problem", "for_owner", "OWNER_LOG", "OWNER_LABEL",
+           "CountAccumulator", "sum_by_id"]
 
-#: Logger of the data owner's messages (exact facts about the private data: never publish).
+#: Logger of the data owner's messages (exact facts about the private data: never publish). It reaches no
+#: handler unless the owner attaches one to it: not Python's last-resort handler (stderr), and not the root
+#: logger's handlers, which an application may send anywhere. The service attaches its owner_log file.
 OWNER_LOG = logging.getLogger("dpgeo.owner")
+OWNER_LOG.addHandler(logging.NullHandler())
+OWNER_LOG.propagate = False
 
 #: Largest bounding grid counted with ``numpy.bincount`` (8 bytes per cell).
 _BINCOUNT_MAX_CELLS = 1 << 27
@@ -136,9 +141,9 @@ def exact_counts(grid: Grid, cell_id: np.ndarray):
 def owner_problem(message: str, diagnostics: dict, *, unattended: bool, error=DataError) -> None:
     """A condition of the private data: an owner-only ``error``, or in unattended mode a logged warning."""
     if not unattended:
-        raise error(message)
+        raise error(for_owner(message))
     diagnostics.setdefault("owner_warnings", []).append(message)
-    OWNER_LOG.warning("%s (exact, not private: do not publish)", message)
+    OWNER_LOG.warning("%s", for_owner(message))
 
 # -- count_points ---------------------------------------------------------------------------------------
 

@@ -24,6 +24,14 @@ WHOLE_INPUT_SHARE = 0.5
 EARLY_MIN_RECORDS = 10_000
 EARLY_SHARE = 0.9
 
+#: What every owner-only message about the private data says of itself (errors, warnings, the owner log).
+OWNER_LABEL = "exact, not private: do not publish"
+
+
+def for_owner(message: str) -> str:
+    """``message`` (a fact about the private data, for its owner only) with the owner-only label."""
+    return f"{message} ({OWNER_LABEL})"
+
 
 @dataclass
 class InputTally:

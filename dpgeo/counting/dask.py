@@ -47,7 +47,7 @@ import numpy as np
 from ..errors import ParameterError
 from .accumulate import CountAccumulator, CountResult, sum_by_id
 from .stream import stream_cells
-from .checks import InputTally
+from .checks import InputTally, for_owner
 
 __all__ = ["count_with_dask", "dask_client", "DEFAULT_FRAGMENT_ROWS"]
 
@@ -63,7 +63,7 @@ def _need_dask():
         import distributed  # noqa: F401
     except ImportError:
         raise ParameterError("counting with a Dask scheduler needs dask and distributed: "
-                             "pip install 'dpgeo[dask]'") from None
+                             "pip install dask distributed") from None
 
 
 class dask_client:
@@ -426,7 +426,7 @@ def _dask_recount(scheduler, source, frags, grid, n_read):
         if seen != n_read:
             from ..errors import DataError
 
-            raise DataError(f"the input changed while it was read ({n_read:,} records, then {seen:,})")
+            raise DataError(for_owner(f"the input changed while it was read ({n_read:,} records, then {seen:,})"))
         return counts
 
     return recount

@@ -36,8 +36,8 @@ DROP_REASONS = {
     "missing_coordinate": "with a missing coordinate",
     "unparsed": "with a coordinate that is not a number",
     "non_finite": "with a NaN or infinite coordinate",
-    "lon_out_of_range": "with a longitude beyond ±180",
-    "lat_out_of_range": "with a latitude beyond ±90",
+    "lon_out_of_range": "with a longitude beyond ±180°",
+    "lat_out_of_range": "with a latitude beyond ±90°",
     "no_person": "without a person identifier",
     "unprojectable": "that cannot be projected to the working CRS",
 }

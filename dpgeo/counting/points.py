@@ -50,7 +50,7 @@ class PreparedPoints:
     x, y : numpy.ndarray
         Finite coordinates in the working CRS (metres).
     diagnostics : dict
-        Owner-only facts: ``n_read``, ``n_dropped_invalid``, ``input_crs``, ``source``.
+        Owner-only facts: ``n_read``, ``n_dropped_invalid``, ``dropped_by_reason``, ``input_crs``, ``source``.
     person : numpy.ndarray or None
         Person identifier of each point, aligned with ``x``.
     """
@@ -87,9 +87,13 @@ def prepare_points(points, *, domain, domain_crs=None, crs=None, domain_from_dat
     if n_bad:
         x, y = x[ok], y[ok]
         pers = None if pers is None else pers[ok]
+    drops = dict(table.drops or ({"non_finite": table.n_dropped} if table.n_dropped else {}))
+    if n_bad:
+        drops["unprojectable"] = drops.get("unprojectable", 0) + n_bad
     diag = {
         "n_read": table.n_read,
         "n_dropped_invalid": table.n_dropped + n_bad,
+        "dropped_by_reason": dict(sorted(drops.items())),
         "input_crs": table.crs.to_string(),
         "source": table.source,
     }

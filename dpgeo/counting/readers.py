@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DataError
-from .checks import InputTally
+from .checks import InputTally, for_owner
 from .decode import finish_batch
 from .inputs import PointFile, frame_source, open_points
 from .sources import DEFAULT_BATCH_ROWS, PointSource, PointTable, _columns, input_label
@@ -95,7 +95,7 @@ def table_from_source(src: PointSource) -> PointTable:
             ps.append(b.person)
     problems = tally.problems()
     if problems:
-        raise DataError(problems[0])
+        raise DataError(for_owner(problems[0]))
     person = None
     if src.has_person:
         person = np.concatenate(ps) if ps else np.zeros(0, dtype=object)

@@ -137,28 +137,45 @@ def expand_paths(path) -> tuple[list[str], str]:
 
     Raises :class:`~dpgeo.errors.InputError` when nothing matches.
     """
+    from ..formats import check_readable, special_file_kind
+
     p = os.fspath(path)
     if is_glob(p):
+        check_readable(_glob_root(p), "the folder")
         files = sorted(f for f in glob.glob(p, recursive=True) if os.path.isfile(f))
         if not files:
             raise InputError(f"no file matches {p!r}")
+        for f in files:
+            check_readable(f, "input")
         return files, p
+    check_readable(p, "input")  # before isdir/exists: a folder on the path that may not be opened reads as "missing"
     if os.path.isdir(p):
         if _is_gdal_dataset_dir(p):
             return [p], p
         files = _data_files(p)
         if not files:
             raise InputError(f"the folder {p!r} holds no Parquet or CSV files")
+        for f in files:
+            check_readable(f, "input")
         return files, p
     if not os.path.exists(p):
         raise InputError(f"input file {p!r} does not exist")
-    from ..formats import special_file_kind
-
     kind = special_file_kind(p)
     if kind:
         raise InputError(f"input {p!r} is {kind}, not a file: dpgeo reads its input more than once (to check it, "
                          "then to count it); save the data to a file and give that")
     return [p], p
+
+
+def _glob_root(pattern):
+    """The folder part of a glob before its first wildcard (``"."`` when the pattern starts with one)."""
+    parts = []
+    for part in pattern.replace("\\", "/").split("/"):
+        if is_glob(part):
+            break
+        parts.append(part)
+    root = "/".join(parts)
+    return root or ("/" if pattern.startswith("/") else ".")
 
 
 def _is_gdal_dataset_dir(p):
@@ -170,8 +187,15 @@ def _data_files(folder):
     """Parquet (or else CSV) files under ``folder``, in sorted order, skipping hidden and ``_`` files."""
     from ..formats import is_csv, is_parquet
 
+    from ..formats import check_readable
+
+    def refuse(err):  # os.walk skips a subfolder it may not list; a partition left out silently would be wrong
+        if isinstance(err, PermissionError):
+            check_readable(err.filename, "the folder")
+        raise InputError(f"cannot list the folder {err.filename!r}: {err.strerror}") from None
+
     found = []
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, files in os.walk(folder, onerror=refuse):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         found += [os.path.join(root, f) for f in sorted(files) if not f.startswith((".", "_"))]
     pq = [f for f in found if is_parquet(f)]

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import DataError
 from ..grid import Grid
 from .accumulate import CountAccumulator, CountResult
-from .checks import InputTally
+from .checks import InputTally, for_owner
 from .sources import _columns, input_label
 from .sources import PointSource
 
@@ -177,7 +177,7 @@ def count_stream(source, grid, *, cap, rng, progress, unattended, keep_xy, recou
             if first and not unattended:
                 early = tally.problems(early=True)
                 if early:
-                    raise DataError(early[0])
+                    raise DataError(for_owner(early[0]))
             first = False
             n_out += cells.n_outside
             n_unproj += cells.n_unprojectable
@@ -252,7 +252,8 @@ def _source_recount(source, grid, n_read):
                 ids, ok = binning(cells.x, cells.y)
                 out += np.bincount(np.asarray(ids)[np.asarray(ok)], minlength=n_bins)
         if seen != n_read:
-            raise DataError(f"{input_label(source)} changed while it was read ({n_read:,} records, then {seen:,})")
+            raise DataError(for_owner(f"{input_label(source)} changed while it was read ({n_read:,} records, then "
+                                     f"{seen:,})"))
         return out
 
     return recount

@@ -94,8 +94,10 @@ class ParquetSource(PointSource):
             enc = str(cmeta.get("encoding", "WKB")).lower()
             if enc not in ("wkb", "point"):
                 raise InputError(f"{what!r}: geometry encoding {enc!r} is not points; dpgeo needs point geometries")
-            for t in cmeta.get("geometry_types") or []:
-                declared_geometry_check(t)
+            declared = [str(t) for t in cmeta.get("geometry_types") or []]
+            if not any(t.replace(" Z", "").replace(" M", "").strip() == "Point" for t in declared):
+                for t in declared:  # a layer of points among other types: the others are dropped, counted
+                    declared_geometry_check(t)
             spec.update(kind="geo", gcol=gcol, encoding=enc,
                         crs=resolve_crs(geoparquet_crs(cmeta), self._input_crs, repr(what)))
             if self.person is not None and self.person not in names and self.person not in hive:
@@ -318,13 +320,16 @@ def _csv_header(path, what):
     import csv
     import io
 
-    stream = _open_text(path)
     try:
-        raw = stream.read(1 << 16)
+        stream = _open_text(path)
+        try:
+            raw = stream.read(1 << 16)
+        finally:
+            stream.close()
+    except InputError:
+        raise
     except Exception as exc:
         raise InputError(f"cannot read {what!r} as CSV: {input_error_text(exc, path)}") from None
-    finally:
-        stream.close()
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

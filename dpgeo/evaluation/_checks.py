@@ -112,7 +112,7 @@ def _require_sklearn(what: str):
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
             f"{what} needs scikit-learn, which dpgeo does not install by default; "
-            "install it with `pip install scikit-learn` (or `pip install dpgeo[test]`)"
+            "install it with `pip install scikit-learn`"
         ) from exc
 
 

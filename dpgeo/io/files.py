@@ -18,7 +18,7 @@ from pyproj import CRS
 
 from ..errors import InputError, OutputError
 from .._dates import today
-from ..formats import output_driver, pick_engine, short_error, special_file_kind
+from ..formats import check_readable, output_driver, pick_engine, short_error, special_file_kind
 from .atomic import _write_text, atomic_write
 from .geojson import METADATA_MEMBER, geojson_collection
 
@@ -31,7 +31,7 @@ GPKG_VERSION = "1.3"
 
 
 def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None, engine="auto",
-                basemap=None, attribution=None) -> str:
+                basemap="osm", attribution=None, title=None) -> str:
     """Write a cluster layer atomically, with its metadata.
 
     Parameters
@@ -54,12 +54,15 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         GDAL binding that writes a GeoPackage (``"auto"``: pyogrio if
         installed, else fiona); both write the same layer, options and
         metadata. The other formats are written without one.
-    basemap : str, optional
-        HTML only: an XYZ tile URL template (``https://.../{z}/{x}/{y}.png``)
-        drawn under the clusters. None (default): no basemap, and the page
-        requests nothing from any host.
+    basemap : str or None
+        HTML only: the tiles under the clusters. ``"osm"`` (default):
+        OpenStreetMap's standard tiles with their attribution; ``"none"`` (or
+        None): no basemap, and the page requests nothing from any host; or an
+        XYZ tile URL template (``https://.../{z}/{x}/{y}.png``).
     attribution : str, optional
-        HTML only: the basemap's attribution text (shown escaped).
+        HTML only: the attribution text of a URL template's tiles (shown escaped).
+    title : str, optional
+        HTML and PNG: the map's title and heading (default: the mechanism).
 
     Returns
     -------
@@ -89,11 +92,11 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
     elif drv == "HTML":
         from .html import write_html
 
-        write_html(gdf, path, metadata, basemap=basemap, attribution=attribution)
+        write_html(gdf, path, metadata, basemap=basemap, attribution=attribution, title=title)
     elif drv == "PNG":
         from .png import write_png
 
-        write_png(gdf, path, metadata, crs=crs)
+        write_png(gdf, path, metadata, crs=crs, title=title)
     else:
         out = gdf if crs is None else gdf.to_crs(crs)
         name = layer or os.path.splitext(os.path.basename(path))[0]
@@ -139,7 +142,7 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
     return path
 
 
-def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, attribution=None):
+def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, attribution=None, title=None):
     """Check everything about an output that can be checked before any data is read.
 
     Takes the same arguments as :func:`write_layer` (less the layer) and
@@ -161,11 +164,14 @@ def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, at
     path = os.fspath(path)
     drv = output_driver(path, driver)
     eng = pick_engine(engine, needed=drv == "GPKG", write=True)
-    if (basemap is not None or attribution is not None) and drv != "HTML":
+    if (_chosen_basemap(basemap) or attribution is not None) and drv != "HTML":
         raise OutputError(f"a basemap is drawn only on an HTML map; {os.path.basename(path)!r} is {drv}: "
                           "drop the basemap options or write a .html")
+    if title is not None and not isinstance(title, str):
+        raise OutputError(f"title must be text, got {type(title).__name__}")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
+        check_readable(folder, "output folder", OutputError)  # a folder above it this user may not open
         raise OutputError(f"output folder {folder!r} does not exist: create it or write elsewhere")
     if os.path.isdir(path):
         raise OutputError(f"output {path!r} is a folder: give a file name, e.g. "
@@ -178,15 +184,20 @@ def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, at
             raise OutputError(f"output CRS {crs!r} is not a CRS pyproj knows: {short_error(exc)}") from None
         if drv in ("GeoJSON", "HTML") and not c.equals(CRS.from_epsg(4326), ignore_axis_order=True):
             raise OutputError(f"{drv} output is always EPSG:4326 (RFC 7946); drop --out-crs or write a .gpkg")
-    if drv == "HTML" and (basemap is not None or attribution is not None):
-        from .html import check_basemap
+    if drv == "HTML":
+        from .basemap import basemap_config
 
-        check_basemap(basemap, attribution)
+        basemap_config(basemap, attribution)
     if drv == "PNG":
         from .png import require_matplotlib
 
         require_matplotlib()
     return drv, eng
+
+
+def _chosen_basemap(basemap) -> bool:
+    """Whether ``basemap`` asks for tiles of its own (a URL template), beyond the default and "none"."""
+    return isinstance(basemap, str) and basemap.strip().lower() not in ("osm", "none")
 
 
 def _check_writable(folder):
@@ -221,6 +232,7 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
     """
     p = os.fspath(path)
     pick_engine(engine, needed=False, write=False)  # a bad or missing engine is reported first
+    check_readable(p, "file")
     if not os.path.exists(p):
         raise InputError(f"{p!r} does not exist")
     kind = special_file_kind(p)

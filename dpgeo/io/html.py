@@ -4,10 +4,15 @@ The page holds everything it needs: the vendored Leaflet (``vendor/leaflet``,
 its licence in a comment), the release's GeoJSON exactly as
 :func:`dpgeo.io.geojson_collection` makes it (RFC 7946, the privacy metadata
 in its ``"dpgeo"`` member), the study-area outline, a legend and a privacy
-panel. Opened from a file or a web server it requests nothing from any host:
-its Content-Security-Policy allows no connection, no font, no image other
-than ``data:`` and no script but its own two (by hash). The only exception
-is an explicit ``basemap`` (XYZ tiles), whose host alone is then allowed.
+panel, under a basemap: OpenStreetMap's standard tiles by default
+(``basemap="osm"``, credited "© OpenStreetMap contributors" with a link to
+its copyright page, as OpenStreetMap's tile usage policy asks), any XYZ tile
+URL template, or ``basemap="none"`` for a map that requests nothing from any
+host. Its Content-Security-Policy allows no connection, no font, no image
+other than ``data:`` and the basemap's tiles (that host alone), and no
+script but its own two (by hash). On a small screen (a phone) the privacy
+panel and the legend start collapsed, in opposite corners, and can be opened
+without covering each other.
 
 Every string that comes from the metadata or the caller is HTML-escaped; the
 GeoJSON is embedded as JSON data (``<`` ``>`` ``&`` written as ``\\u`` escapes),
@@ -24,18 +29,18 @@ import json
 import os
 import re
 from importlib import resources
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from ..errors import InputError, ParameterError
 from . import palette
 from .atomic import atomic_write
+from .basemap import DEFAULT_BASEMAP, OSM_ATTRIBUTION, OSM_TILES, basemap_config, check_basemap  # noqa: F401
 from .geojson import geojson_collection
 from .statement import privacy_statement
 
-__all__ = ["write_html", "html_document", "read_html_metadata", "check_basemap", "leaflet_version",
-           "study_area_outline"]
+__all__ = ["write_html", "html_document", "read_html_metadata", "check_basemap", "basemap_config", "leaflet_version",
+           "study_area_outline", "OSM_TILES", "OSM_ATTRIBUTION", "DEFAULT_BASEMAP"]
 
 #: Features labelled with their ``dp_count`` on the map (more would only clutter it).
 MAX_LABELS = 200
@@ -43,6 +48,8 @@ MAX_LABELS = 200
 MAX_LEGEND_ROWS = 24
 #: CSS pixels per millimetre (96 dpi).
 _PX_PER_MM = 96 / 25.4
+#: Screens this small (CSS pixels) start with the panels collapsed.
+SMALL_SCREEN = "(max-width: 640px), (max-height: 500px)"
 
 
 @functools.lru_cache(maxsize=1)
@@ -84,8 +91,17 @@ _APP_JS = r"""
   map.attributionControl.addAttribution("dpgeo");
   if (cfg.bounds) { map.fitBounds(cfg.bounds, {padding: [12, 12]}); } else { map.setView([0, 0], 1); }
   if (cfg.basemap) {
-    L.tileLayer(cfg.basemap.url, {attribution: cfg.basemap.attribution, maxZoom: 19,
-                                  referrerPolicy: "no-referrer"}).addTo(map);
+    var credit = cfg.basemap.attribution;
+    if (cfg.basemap.link) { credit = '<a href="' + cfg.basemap.link + '">' + credit + "</a>"; }
+    L.tileLayer(cfg.basemap.url, {attribution: credit, maxZoom: 19,
+                                  referrerPolicy: cfg.basemap.referrerPolicy}).addTo(map);
+  }
+  // a phone: the panels start collapsed (a tap on their heading opens them)
+  if (window.matchMedia && window.matchMedia(cfg.smallScreen).matches) {
+    ["dpgeo-privacy", "dpgeo-legend"].forEach(function (id) {
+      var e = document.getElementById(id);
+      if (e) { e.open = false; }
+    });
   }
   if (cfg.studyArea) {
     L.geoJSON(cfg.studyArea, {interactive: false, style: {color: cfg.studyAreaColour, weight: 1.5,
@@ -221,8 +237,17 @@ html, body { margin: 0; height: 100%; font: 13px/1.35 system-ui, -apple-system, 
   border-radius: 6px; box-shadow: 0 1px 5px rgba(0,0,0,0.35); padding: 8px 10px; }
 #dpgeo-privacy { top: 10px; right: 10px; width: 24em; max-width: calc(100vw - 80px); max-height: calc(100vh - 60px);
   overflow: auto; }
-#dpgeo-privacy summary { cursor: pointer; font-weight: 600; }
-#dpgeo-legend { bottom: 24px; left: 10px; max-height: 45vh; overflow: auto; }
+.dp-panel summary { cursor: pointer; font-weight: 600; }
+#dpgeo-legend { bottom: 24px; left: 10px; max-height: 45vh; max-width: calc(100vw - 20px); overflow: auto; }
+#dpgeo-legend summary { list-style-position: outside; margin-left: 1em; }
+.dp-title { font-size: 14px; margin: 0 0 2px; display: inline; }
+.dp-title::after { content: ""; display: block; }
+@media SMALL_SCREEN {
+  /* a phone: the privacy panel at the top right, the legend at the bottom left, each at most half the height */
+  .dp-panel { padding: 6px 8px; }
+  #dpgeo-privacy { width: auto; max-width: calc(100vw - 70px); max-height: calc(50vh - 24px); }
+  #dpgeo-legend { max-height: calc(50vh - 44px); }
+}
 .dp-status { display: inline-block; padding: 2px 6px; border-radius: 3px; font-weight: 700; }
 .dp-private { background: #e6f2e6; color: #1b5e20; }
 .dp-not-private { background: #c00000; color: #fff; }
@@ -242,7 +267,7 @@ html, body { margin: 0; height: 100%; font: 13px/1.35 system-ui, -apple-system, 
   font-weight: 700; font-size: 11px; color: #202020;
   text-shadow: 0 0 2px #fff, 0 0 2px #fff, 0 0 3px #fff; }
 .leaflet-tooltip.dp-label::before { display: none; }
-"""
+""".replace("SMALL_SCREEN", SMALL_SCREEN)
 
 
 def _palette_css(fills=palette.CLUSTER_COLOURS, outlines=palette.OUTLINE_COLOURS) -> str:
@@ -267,42 +292,6 @@ def _json_data(obj) -> str:
 
 def _esc(v) -> str:
     return html.escape(str(v), quote=True)
-
-
-# -- basemap ----------------------------------------------------------------------------
-
-def check_basemap(url, attribution=None) -> str:
-    """Check an XYZ tile URL template; return the Content-Security-Policy source that allows its tiles.
-
-    Raises
-    ------
-    ParameterError
-        Not an http(s) URL with ``{z}``, ``{x}`` and ``{y}`` (or ``{-y}``), or
-        an attribution without a basemap.
-
-    Examples
-    --------
-    >>> check_basemap("https://{s}.tile.example.org/{z}/{x}/{y}.png", "© Example")
-    'https://*.tile.example.org'
-    """
-    if url is None and attribution is not None:
-        raise ParameterError("attribution is the credit of a basemap: give basemap=URL_TEMPLATE too")
-    if not isinstance(url, str) or not url.strip():
-        raise ParameterError(f"basemap must be an XYZ tile URL template, got {url!r}")
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ParameterError(f"basemap must be an http(s) URL template like https://tile.example.org/{{z}}/{{x}}/{{y}}.png,"
-                             f" got {url!r}")
-    if not all(k in url for k in ("{z}", "{x}")) or not ("{y}" in url or "{-y}" in url):
-        raise ParameterError(f"basemap URL template needs {{z}}, {{x}} and {{y}} placeholders, got {url!r}")
-    if attribution is not None and not isinstance(attribution, str):
-        raise ParameterError(f"attribution must be text, got {type(attribution).__name__}")
-    host = parts.netloc.rsplit("@", 1)[-1]
-    if "{s}." in host and host.startswith("{s}."):
-        host = "*." + host[4:]
-    if "{" in host or "}" in host or any(c in host for c in " ;,'\""):
-        return parts.scheme + ":"  # a placeholder elsewhere in the host: allow the scheme only
-    return f"{parts.scheme}://{host}"
 
 
 # -- study area -------------------------------------------------------------------------
@@ -360,7 +349,8 @@ def study_area_outline(metadata: dict, crs="EPSG:4326"):
 
 # -- the page ---------------------------------------------------------------------------
 
-def _style_legend_html(fills, outlines, legend, title, area_kind, n_total) -> str:
+def _style_legend_html(fills, outlines, legend, title, area_kind, n_total, heading) -> str:
+    """The legend of a layer coloured by what its features hold (counts, bands, hot-spot classes)."""
     rows = [f'<div class="dp-legend-row"><span class="dp-swatch" style="background:{fills[i]}'
             f'{int(palette.FILL_ALPHA):02x};border-color:{outlines[i]}"></span>{_esc(label)}</div>'
             for i, label in legend[:MAX_LEGEND_ROWS]]
@@ -368,11 +358,12 @@ def _style_legend_html(fills, outlines, legend, title, area_kind, n_total) -> st
         rows.append(f'<div class="dp-legend-row"><span class="dp-swatch-area" '
                     f'style="border-color:{palette.STUDY_AREA_COLOUR}"></span>study area ({_esc(area_kind)})</div>')
     note = '<div class="dp-legend-note">Click a feature for its 95% interval.</div>' if n_total else ""
-    return (f'<div id="dpgeo-legend" class="dp-panel"><div class="dp-legend-title">{_esc(title)} '
-            f'({n_total:,} features)</div>' + "".join(rows) + note + "</div>")
+    return (f'<details id="dpgeo-legend" class="dp-panel" open><summary><h1 class="dp-title">{_esc(heading)}</h1>'
+            f'<span class="dp-legend-title">{_esc(title)} ({n_total:,} features)</span></summary>'
+            + "".join(rows) + note + "</details>")
 
 
-def _legend_html(cluster_ids, counts, area_kind, n_total) -> str:
+def _legend_html(cluster_ids, counts, area_kind, n_total, heading) -> str:
     rows = []
     idx = palette.colour_index(cluster_ids) if len(cluster_ids) else np.zeros(0, int)
     order = np.argsort(cluster_ids, kind="stable")
@@ -392,8 +383,8 @@ def _legend_html(cluster_ids, counts, area_kind, n_total) -> str:
                     f'style="border-color:{palette.STUDY_AREA_COLOUR}"></span>study area ({_esc(area_kind)})</div>')
     title = "No clusters" if n_total == 0 else f"{n_total:,} cluster{'s' if n_total != 1 else ''}: dp_count"
     note = '<div class="dp-legend-note">Click a cluster for its 95% interval.</div>' if n_total else ""
-    return (f'<div id="dpgeo-legend" class="dp-panel"><div class="dp-legend-title">{title}</div>'
-            + "".join(rows) + note + "</div>")
+    return (f'<details id="dpgeo-legend" class="dp-panel" open><summary><h1 class="dp-title">{_esc(heading)}</h1>'
+            f'<span class="dp-legend-title">{title}</span></summary>' + "".join(rows) + note + "</details>")
 
 
 def _privacy_html(metadata) -> str:
@@ -409,7 +400,7 @@ def _privacy_html(metadata) -> str:
     return "".join(parts)
 
 
-def html_document(gdf, metadata: dict, *, basemap=None, attribution=None, title=None) -> str:
+def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=None, title=None) -> str:
     """The self-contained HTML map of a cluster layer, as text.
 
     Parameters
@@ -420,12 +411,14 @@ def html_document(gdf, metadata: dict, *, basemap=None, attribution=None, title=
     metadata : dict
         The release's privacy metadata (shown in the panel, embedded in the
         GeoJSON's ``"dpgeo"`` member).
-    basemap : str, optional
-        XYZ tile URL template. None (default): no basemap, no request to any host.
+    basemap : str or None
+        ``"osm"`` (default): OpenStreetMap's standard tiles; ``"none"`` (or
+        None): no basemap, and the page requests nothing from any host; or an
+        XYZ tile URL template. See :func:`basemap_config`.
     attribution : str, optional
-        Text credited for the basemap (escaped, shown in the corner).
+        Text credited for a URL template's tiles (escaped, shown in the corner).
     title : str, optional
-        Page title (default: the mechanism).
+        The page's title and the map's heading (default: the mechanism).
 
     Returns
     -------
@@ -440,11 +433,12 @@ def html_document(gdf, metadata: dict, *, basemap=None, attribution=None, title=
     >>> page = html_document(g, {"differentially_private": True, "epsilon": 1.0, "mechanism": "<demo>"})
     >>> "&lt;demo&gt;" in page and "<demo>" not in page, "Differentially private" in page
     (True, True)
+    >>> "tile.openstreetmap.org" in page, "tile.openstreetmap.org" in html_document(g, {}, basemap="none")
+    (True, False)
     """
     md = dict(metadata or {})
-    img_src = ["data:"]
-    if basemap is not None or attribution is not None:
-        img_src.append(check_basemap(basemap, attribution))
+    tiles = basemap_config(basemap, attribution)
+    img_src = ["data:"] + ([tiles["csp"]] if tiles else [])
     fc = geojson_collection(gdf, md)
     props = [f["properties"] for f in fc["features"]]
     ids = np.array([p.get("cluster_id", 0) for p in props]) if props else np.zeros(0, int)
@@ -482,8 +476,9 @@ def html_document(gdf, metadata: dict, *, basemap=None, attribution=None, title=
         "labels": labels,
         "cellWidth": (f"{md['cell_width_m']:.4g}" if isinstance(md.get("cell_width_m"), (int, float)) else None),
         "noInterval": (str(interval) if interval and not str(interval).startswith("95%") else "none"),
-        "basemap": None if basemap is None else {
-            "url": basemap.strip(), "attribution": html.escape(attribution or "", quote=True)},
+        "basemap": None if tiles is None else {k: tiles[k] for k in ("url", "attribution", "referrerPolicy")}
+        | {"link": None if tiles["link"] is None else html.escape(tiles["link"], quote=True)},
+        "smallScreen": SMALL_SCREEN,
     }
 
     v = _vendor()
@@ -495,7 +490,7 @@ def html_document(gdf, metadata: dict, *, basemap=None, attribution=None, title=
         "base-uri 'none'",
         "form-action 'none'",
     ])
-    page_title = title if title is not None else (md.get("mechanism") or "dpgeo cluster map")
+    page_title = _heading(md, title)
     licence = v["licence_text"].replace("--", "- -")
     return "".join([
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
@@ -512,8 +507,8 @@ def html_document(gdf, metadata: dict, *, basemap=None, attribution=None, title=
         "<noscript><p>This map needs JavaScript. The clusters and their privacy metadata are in the "
         "GeoJSON inside this file (element dpgeo-layer).</p></noscript>\n",
         _privacy_html(md), "\n",
-        (_legend_html(ids.tolist(), counts, area_kind, len(props)) if legend is None else
-         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props))), "\n",
+        (_legend_html(ids.tolist(), counts, area_kind, len(props), page_title) if legend is None else
+         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title)), "\n",
         '<script type="application/json" id="dpgeo-layer">', _json_data(fc), "</script>\n",
         '<script type="application/json" id="dpgeo-config">', _json_data(cfg), "</script>\n",
         "<script>", v["js"], "</script>\n",
@@ -522,17 +517,27 @@ def html_document(gdf, metadata: dict, *, basemap=None, attribution=None, title=
     ])
 
 
+def _heading(metadata, title=None) -> str:
+    """The map's title: the one given, else the mechanism (the PNG uses the same)."""
+    if title is not None:
+        if not isinstance(title, str):
+            raise ParameterError(f"title must be text, got {type(title).__name__}")
+        if title.strip():
+            return title.strip()
+    return str((metadata or {}).get("mechanism") or "dpgeo cluster map")
+
+
 def _geom_json(geom) -> str:
     import shapely
 
     return shapely.to_geojson(shapely.set_precision(geom, 1e-7))
 
 
-def write_html(gdf, path, metadata: dict, *, basemap=None, attribution=None, title=None) -> str:
+def write_html(gdf, path, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=None, title=None) -> str:
     """Write the self-contained HTML map of a cluster layer, atomically.
 
-    See :func:`html_document` for the parameters. The page needs no network
-    (unless ``basemap`` is given) and works from ``file://``.
+    See :func:`html_document` for the parameters. The page works from
+    ``file://``; with ``basemap="none"`` it needs no network at all.
 
     Returns
     -------

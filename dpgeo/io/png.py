@@ -22,13 +22,16 @@ from . import palette
 from .atomic import atomic_write
 from .statement import privacy_line, privacy_statement
 
-__all__ = ["write_png", "read_png_metadata", "require_matplotlib"]
+__all__ = ["write_png", "read_png_metadata", "require_matplotlib", "font_path", "FONT_FAMILY"]
 
 #: Features labelled with their ``dp_count`` (more would only clutter the picture).
 MAX_LABELS = 200
 #: Clusters listed one by one in the legend.
 MAX_LEGEND_ROWS = 20
 _PT_PER_MM = 72 / 25.4
+#: The font of every text in the picture: it ships with matplotlib and has every glyph dpgeo writes
+#: (ε, δ, ×, ², ±, –, …), whatever font a matplotlibrc prefers.
+FONT_FAMILY = "DejaVu Sans"
 
 
 def require_matplotlib():
@@ -36,7 +39,26 @@ def require_matplotlib():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise OutputError("writing a .png map needs matplotlib: pip install matplotlib (or dpgeo[plot])") from None
+        raise OutputError("writing a .png map needs matplotlib: pip install matplotlib") from None
+
+
+def font_path() -> str:
+    """The file of :data:`FONT_FAMILY` that matplotlib draws with.
+
+    Examples
+    --------
+    >>> from matplotlib.ft2font import FT2Font
+    >>> all(FT2Font(font_path()).get_char_index(ord(c)) for c in "εδ×²±")
+    True
+    """
+    from matplotlib import font_manager
+
+    return font_manager.findfont(font_manager.FontProperties(family=FONT_FAMILY), fallback_to_default=True)
+
+
+def _font_rc() -> dict:
+    """matplotlib settings that draw every text of the picture in :data:`FONT_FAMILY`."""
+    return {"font.family": "sans-serif", "font.sans-serif": [FONT_FAMILY], "mathtext.fontset": "dejavusans"}
 
 
 def _drawing_crs(gdf, metadata, crs):
@@ -175,7 +197,9 @@ def _figure(gdf, metadata, crs, width_in, title):
 
     # title and the privacy line
     s = privacy_statement(md)
-    heading = title if title is not None else (md.get("mechanism") or "dpgeo cluster map")
+    from .html import _heading
+
+    heading = _heading(md, title)
     fig.text(0.02, 1 - 0.08 / (map_h + 1.9), heading, ha="left", va="top", fontsize=11, weight="bold")
     colour = "#1b5e20" if s.private else "#c00000"
     line = privacy_line(md)
@@ -231,15 +255,18 @@ def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, ti
     1.0
     """
     require_matplotlib()
+    import matplotlib
+
     from .._version import __version__
 
     path = os.fspath(path)
-    fig = _figure(gdf, metadata, crs, float(width_in), title)
+    # text chunks that are not Latin-1 (ε, δ) are written as UTF-8 iTXt chunks by Pillow
     info = {"dpgeo": json.dumps(metadata, separators=(",", ":"), ensure_ascii=True),
             "Software": f"dpgeo {__version__}", "Description": privacy_line(metadata)}
-    info = {k: v.encode("latin-1", "replace").decode("latin-1") for k, v in info.items()}
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.15,
-                                               facecolor="white", metadata=info))
+    with matplotlib.rc_context(_font_rc()):
+        fig = _figure(gdf, metadata, crs, float(width_in), title)
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight",
+                                                   pad_inches=0.15, facecolor="white", metadata=info))
     return path
 
 
@@ -255,7 +282,7 @@ def read_png_metadata(path) -> dict:
     try:
         from PIL import Image
     except ImportError:
-        raise InputError("reading a PNG's metadata needs Pillow: pip install pillow (or dpgeo[plot])") from None
+        raise InputError("reading a PNG's metadata needs Pillow: pip install pillow") from None
     try:
         with Image.open(p) as im:
             text = dict(getattr(im, "text", {}) or {})

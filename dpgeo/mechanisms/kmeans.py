@@ -36,7 +36,7 @@ its privacy argument holds for *this* code, with the noise exact:
 
 Budget: ``ε_layer = layer_share·ε`` (default 0.1·ε) for the layer's counts and
 ``(1 − layer_share)·ε / T`` per iteration, split ``ε_count = c·ε_it``,
-``ε_sum = (1 − c)·ε_it``. The default ``c`` minimises the worst-case error of
+``ε_sum = (1 − c)·ε_it``, in exact rationals rounded down (:func:`split_kmeans_epsilon`). The default ``c`` minimises the worst-case error of
 one noisy centroid: with ``x̂ = (S + Z_S)/(n + Z_n)`` the squared error is about
 ``(Var Z_Sx + Var Z_Sy + |μ|²·Var Z_n)/n²`` with ``Var Z ≈ 2Δ²/ε²``; minimising
 ``4Δ_S²/ε_sum² + 2R²/ε_count²`` with ``Δ_S = M_x + M_y``, ``R² = M_x² + M_y²``
@@ -106,12 +106,23 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import shapely
 
 from ..errors import ParameterError
-from ..noise import discrete_laplace_q, sample_discrete_laplace, sum_interval_halfwidth
+from ..grid import area_m2
+from ..noise import (
+    RATE_MAX,
+    RATE_MIN,
+    discrete_laplace_q,
+    float_at_most,
+    noise_epsilon,
+    rate_error,
+    sample_discrete_laplace,
+    sum_interval_halfwidth,
+)
 from ..randomness import NoiseSource, as_source
 from ._lloyd import nearest_2d
 from .voronoi import initial_centroids, voronoi_cells
@@ -267,6 +278,25 @@ def _optimal_count_share(mx: int, my: int) -> float:
     return 1.0 / (1.0 + ratio)
 
 
+def split_kmeans_epsilon(epsilon: float, iterations: int, layer_share: float, count_share: float):
+    """``(ε_layer, ε_count, ε_sum)`` as floats whose noise spends at most ``ε`` in all, exactly.
+
+    Exact rationals from `dpgeo.noise.noise_epsilon` of ε, each part rounded down
+    (`dpgeo.noise.float_at_most`): ``T·(ε_count + ε_sum) + ε_layer <= ε`` as rationals, which a
+    floating-point split can break by one unit in the last place.
+
+    >>> layer, count, total = split_kmeans_epsilon(1.0, 5, 0.1, 0.386)
+    >>> layer, 5 * (noise_epsilon(count) + noise_epsilon(total)) + noise_epsilon(layer) <= 1
+    (0.1, True)
+    """
+    whole = noise_epsilon(epsilon)
+    eps_layer = float_at_most(whole * Fraction(layer_share))
+    per_iteration = (whole - noise_epsilon(eps_layer)) / iterations if eps_layer > 0 else Fraction(0)
+    eps_count = float_at_most(per_iteration * Fraction(count_share))
+    eps_sum = float_at_most(per_iteration - noise_epsilon(eps_count)) if eps_count > 0 else 0.0
+    return eps_layer, eps_count, eps_sum
+
+
 def kmeans_plan(bounds, *, k: int, epsilon: float, iterations: int = DEFAULT_ITERATIONS,
                 layer_share: float = DEFAULT_LAYER_SHARE, count_share: float | None = None,
                 lattice_m: float | None = None, sensitivity: int = 1) -> KMeansPlan:
@@ -323,10 +353,13 @@ def kmeans_plan(bounds, *, k: int, epsilon: float, iterations: int = DEFAULT_ITE
         count_share = _optimal_count_share(mx, my)
     count_share = _check_real(count_share, "count_share (share of each iteration's epsilon for the counts)",
                               0.0, 1.0)
-    eps_layer = layer_share * epsilon
-    eps_it = (epsilon - eps_layer) / iterations
-    eps_count, eps_sum = count_share * eps_it, (1.0 - count_share) * eps_it
     d_sum = sensitivity * (mx + my)
+    eps_layer, eps_count, eps_sum = split_kmeans_epsilon(epsilon, iterations, layer_share, count_share)
+    for part, eps_part, delta in (("layer counts", eps_layer, sensitivity), ("iteration counts", eps_count, sensitivity),
+                                  ("iteration sums", eps_sum, d_sum)):
+        rate = eps_part / delta
+        if not (eps_part > 0 and RATE_MIN <= Fraction(eps_part) / delta <= RATE_MAX):
+            raise ParameterError(rate_error(rate, f"epsilon of the {part}, per unit of its sensitivity,"))
     q_sum = discrete_laplace_q(eps_sum, d_sum)
     sd_sum = math.sqrt(2.0 * q_sum) / (1.0 - q_sum)  # lattice steps
     min_count = max(1, math.ceil(sd_sum * lattice_m / max(hx, hy)))
@@ -545,7 +578,7 @@ def kmeans_layer(x, y, *, area, k: int, epsilon: float, iterations: int = DEFAUL
             "dp_count": np.maximum(n_hat[keep], 0),
             "dp_count_low": np.maximum(n_hat[keep] - h, 0),
             "dp_count_high": np.maximum(n_hat[keep] + h, 0),
-            "area_m2": shapely.area(geoms).astype(float) if geoms.size else np.zeros(0),
+            "area_m2": area_m2(geoms),
             "centroid_x": C[keep, 0],
             "centroid_y": C[keep, 1],
         },

@@ -1,20 +1,22 @@
-"""Public entry points: points in, differentially private cluster layer out.
+"""Public entry points: points in, differentially private layer out.
 
-Every entry point has the same four steps, in this order:
+Every mechanism is one declaration (:class:`dpgeo.declare.Mechanism`, listed
+in :mod:`dpgeo.pipeline.registry`) and every release runs through the one
+pipeline, :func:`dpgeo.pipeline.run.run_release`:
 
-1. **validate** — every parameter, the public study area and the grid (and
-   so the memory a run needs) are checked from public inputs alone, before
-   any private data is read;
-2. **count** — the private points are read, projected and added up per cell
+1. **validate** — every parameter against its declaration, the contribution
+   bound, the seed;
+2. **plan** — the public study area, the grid (and so the memory a run needs)
+   and every public quantity, before any private data is read;
+3. **charge** — the release in the privacy-budget ledger, refused beyond the
+   dataset's total;
+4. **count** — the private points are read, projected and added up per cell
    of the public grid (:func:`dpgeo.counting.count_points`): the exact
    :class:`~dpgeo.counting.CellCounts`, owner-only diagnostics beside them;
-3. **mechanism** — the only step that draws noise; it sees the counts and
-   public parameters only;
-4. **layer** — post-processing of the released values into polygons with
+5. **mechanism** — the only step that draws noise; it sees the counts (or,
+   for k-means, the points) and public parameters only;
+6. **layer** — post-processing of the released values into polygons with
    ``dp_count`` and the privacy metadata.
-
-DP k-means (:func:`dpgeo.kmeans`) follows the same steps in
-:mod:`dpgeo.pipeline.kmeans`, with the helpers defined here.
 """
 
 from __future__ import annotations
@@ -38,13 +40,10 @@ from ._common import (  # noqa: F401
     check_int,
     check_positive,
 )
-from .dbscan import (  # noqa: F401
-    _check_dbscan_params,
-    _dbscan_setup,
-    _release_histogram,
-    dbscan_spans,
-    noise_preview,
-)
+from .dbscan import _dbscan_setup, _release_histogram, dbscan_spans, noise_preview  # noqa: F401
+from .kmeans import kmeans  # noqa: F401
+from .registry import MECHANISMS, mechanism  # noqa: F401
+from .run import public_plan, run_release  # noqa: F401
 from .wave import (  # noqa: F401
     _WC_NAMES,
     MAX_WAVECLUSTER_CELLS,
@@ -58,4 +57,5 @@ from .wave import (  # noqa: F401
     wavecluster_count_epsilon,
 )
 
-__all__ = ["dbscan_spans", "wavecluster", "noise_preview", "load_points", "prepare_points"]
+__all__ = ["dbscan_spans", "wavecluster", "kmeans", "noise_preview", "run_release", "public_plan", "MECHANISMS",
+           "load_points", "prepare_points"]

@@ -112,10 +112,10 @@ def _crs_label(crs):
     return f"EPSG:{e}" if e else crs.name
 
 
-def _warn_if_not_private(md):
+def _warn_if_not_private(md, stacklevel=3):
     if not md["differentially_private"]:
         warnings.warn("result is NOT differentially private: " + "; ".join(md["not_private_reasons"]),
-                      NotPrivateWarning, stacklevel=3)
+                      NotPrivateWarning, stacklevel=stacklevel)
 
 
 def _progress(cb, frac, msg):

@@ -1,12 +1,14 @@
-"""DP-DBSCAN spans and the free noise preview: validate -> count -> mechanism -> layer."""
+"""DP-DBSCAN spans and its free noise preview, declared once (:class:`SpansMechanism`, :class:`PreviewMechanism`).
+
+The entry points :func:`dbscan_spans` and :func:`noise_preview` run the
+declarations through the one pipeline (:func:`dpgeo.pipeline.run.run_release`).
+"""
 
 from __future__ import annotations
 
 import math
 
-from ..counting import CellCounts, count_points
-from ..domain import as_study_area
-from ..errors import ParameterError
+from ..declare import Field, Mechanism, Outcome, Param
 from ..grid import Grid, cell_width_for_radius, neighbourhood_offsets
 from ..histogram import (
     DEFAULT_MAX_DENSE_CELLS,
@@ -16,48 +18,156 @@ from ..histogram import (
     sparse_histogram,
     sparse_threshold,
 )
-from ..mechanisms.dbscan import DEFAULT_BETA, EXTENTS, dbscan_cells, noise_bound
-from ..noise import NoiseSource, discrete_laplace_q, noise_rate, sum_interval_halfwidth
+from ..mechanisms.dbscan import DEFAULT_BETA, dbscan_cells, noise_bound
+from ..noise import discrete_laplace_q, noise_rate, sum_interval_halfwidth
 from ..polygons import cluster_polygons
-from ..randomness import check_seed
-from ..release import Release, run_protected_files, start_charge
+from ..release import Release
 from ..resources import check_plan, plan_run
-from ._common import (
-    _contribution,
-    _crs_label,
-    _fixed_grid,
-    _person_label,
-    _progress,
-    _reading,
-    _reading_message,
-    _study_area,
-    _warn_if_not_private,
-    base_metadata,
-    check_epsilon,
-    check_fraction,
-    check_int,
-    check_positive,
+from ._common import _crs_label, _progress
+from ._docs import entry_point
+from .run import run_preview, run_release
+
+__all__ = ["dbscan_spans", "noise_preview", "SPANS", "PREVIEW", "SpansMechanism", "PreviewMechanism",
+           "CLUSTER_FIELDS"]
+
+#: The attributes of a cluster layer (spans, WaveCluster).
+CLUSTER_FIELDS = (
+    Field("cluster_id", "int", "cluster number, 1, 2, ..."),
+    Field("n_cells", "int", "grid cells in the cluster"),
+    Field("area_m2", "float", "area of the cluster's cells (m²)"),
+    Field("dp_count", "int", "noisy number of points in the cluster (sum of released cell counts, clipped at 0)"),
+    Field("dp_count_low", "int", "lower end of dp_count's 95% interval"),
+    Field("dp_count_high", "int", "upper end of dp_count's 95% interval"),
 )
 
-__all__ = ["dbscan_spans", "noise_preview"]
+#: The parameters of DP-DBSCAN spans (and of its noise preview).
+SPANS_PARAMS = (
+    Param("radius_m", "number", "DBSCAN radius r",
+          "DBSCAN radius α: a cell is a core cell when its α-neighbourhood holds at least MinPts points "
+          "(certainly, with the noise bound Γ added). Cells are η′·α/√2 wide.",
+          unit="metres", minimum=0, exclusive_minimum=True, maximum=100_000, flag="--radius", qgis_name="RADIUS",
+          label="radius", suggested=100.0),
+    Param("min_points", "integer", "MinPts",
+          "DBSCAN MinPts: the fewest points in a core cell's α-neighbourhood.",
+          unit="points", minimum=1, maximum=1_000_000_000, label="min_points (MinPts)", suggested=50),
+    Param("beta", "number", "β: failure probability of the noise bound Γ",
+          "With probability at least 1 − β every reported core cell is a true candidate and every cell with at "
+          "least MinPts′ neighbours is reported.",
+          default=DEFAULT_BETA, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True,
+          advanced=True, label="beta (failure probability of the noise bound)"),
+    Param("eta", "number", "η′: cell width factor",
+          "Cells are η′·α/√2 metres wide: larger cells mean fewer cells per neighbourhood and less noise, but "
+          "coarser shapes.",
+          default=1.0, minimum=0, maximum=1, exclusive_minimum=True, advanced=True,
+          label="eta (η′, cell width factor)"),
+    Param("histogram", "choice", "Noisy histogram",
+          "DP histogram: auto picks dense or sparse from the number of cells (public).",
+          default="auto", choices=("auto", "dense", "sparse"), advanced=True),
+    Param("gamma", "choice", "Noise bound Γ",
+          "Core threshold bound: laplace = the paper's Γ_Lap (conservative, thinner spans); exact = the smallest "
+          "bound with the same guarantee (finds smaller clusters, fatter spans).",
+          default="laplace", choices=("laplace", "exact"), advanced=True, qgis_name="GAMMA_BOUND"),
+    Param("extent", "choice", "Span extent",
+          "How far a span reaches: grown = the core spans grown, never merged, into neighbouring cells certified "
+          "dense by the exact bound (no extra budget); core = only the core cells (the paper's Algorithm 1).",
+          default="grown", choices=("grown", "core"),
+          labels=("Grown: core spans grown into certified cells (recommended)",
+                  "Core cells only (paper's Algorithm 1)"),
+          advanced=True, qgis_name="SPAN_EXTENT"),
+    Param("max_dense_cells", "integer", "Largest dense histogram",
+          "histogram='auto' takes the dense histogram up to this many cells.",
+          default=DEFAULT_MAX_DENSE_CELLS, minimum=1, fronts=frozenset({"api"})),
+    Param("max_false_cells", "number", "Expected false cells of the sparse histogram",
+          "The sparse histogram's threshold θ keeps the expected number of empty cells it releases below this.",
+          default=DEFAULT_MAX_FALSE_CELLS, minimum=0, exclusive_minimum=True, fronts=frozenset({"api"})),
+)
 
 
-# -- DP-DBSCAN -------------------------------------------------------------------
+class SpansMechanism(Mechanism):
+    """DP-DBSCAN spans (Qiu & Yi, Algorithm 1): noisy neighbourhood sums on a grid, core cells, spans."""
 
-def _check_dbscan_params(epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent="grown"):
-    epsilon = check_epsilon(epsilon)
-    radius_m = check_positive(radius_m, "radius", " (metres)")
-    min_points = check_int(min_points, "min_points (MinPts)")
-    beta = check_fraction(beta, "beta (failure probability of the noise bound)")
-    eta = check_fraction(eta, "eta (η′, cell width factor)", hi_closed=True)
-    if histogram not in ("auto", "dense", "sparse"):
-        raise ParameterError(f"histogram must be 'auto', 'dense' or 'sparse', got {histogram!r}")
-    if gamma not in ("exact", "laplace"):
-        raise ParameterError(f"gamma must be 'laplace' or 'exact', got {gamma!r}")
-    if extent not in EXTENTS:
-        raise ParameterError(f"extent must be 'grown' or 'core', got {extent!r}")
-    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
-    return epsilon, radius_m, min_points, beta, eta, sensitivity
+    name = "dp-dbscan-spans"
+    entry_point = "dbscan_spans"
+    command = "spans"
+    qgis_id = "dbscanspans"
+    title = "DP-DBSCAN cluster spans"
+    layer_name = "DP-DBSCAN cluster spans"
+    summary = "ε-DP DBSCAN cluster spans (Qiu & Yi)"
+    description = ("ε-differentially private DBSCAN cluster spans (Qiu & Yi): polygons where clusters of points "
+                   "certainly are — the grid cells that span each cluster — each with a noisy point count "
+                   "(dp_count) and its 95% interval.")
+    keywords = ("differential privacy", "DBSCAN", "clusters", "hot spots")
+    params = SPANS_PARAMS
+    fields = CLUSTER_FIELDS
+    read_share = 0.4
+    examples = """\
+examples:
+  # police stops in Minneapolis, public study area from a polygon file
+  dpgeo spans stops.gpkg -o spans.gpkg --epsilon 1 --radius 200 --min-points 30 \\
+      --domain minneapolis_study_area.geojson
+
+  # CSV with lon/lat columns, study area as a lon/lat bbox, GeoJSON out
+  dpgeo spans crashes.csv -o spans.geojson --epsilon 0.5 --radius 100 --min-points 50 \\
+      --domain=-74.26,40.49,-73.69,40.92
+
+  # preview the noise (spends no budget, reads no data)
+  dpgeo preview --epsilon 1 --radius 100 --min-points 30 --domain=-93.33,44.89,-93.19,45.06
+"""
+
+    cell_option = "radius_m (with eta)"
+
+    def method_name(self, p):
+        return "dbscan_spans"
+
+    def cell_width(self, area, p):
+        return cell_width_for_radius(p.radius_m, p.eta)
+
+    def mechanism_title(self, p):
+        return "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
+
+    def check_run(self, p, epsilon, c):
+        noise_rate(epsilon, c.sensitivity)  # the exact sampler's range, refused here rather than after reading
+
+    def grid(self, area, p, c, max_memory_bytes=None):
+        cell_m = cell_width_for_radius(p.radius_m, p.eta)
+        check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=p.epsilon, sensitivity=c.sensitivity,
+                            kappa=len(neighbourhood_offsets(p.eta)), histogram=p.histogram,
+                            max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells),
+                   max_memory_bytes, cell_option="radius (or eta)")
+        return Grid(area, cell_m)
+
+    def setup(self, grid, p, c):
+        """All public quantities of a DP-DBSCAN run on ``grid`` (no data involved)."""
+        return _dbscan_setup(grid, epsilon=p.epsilon, radius_m=p.radius_m, min_points=p.min_points, beta=p.beta,
+                             eta=p.eta, histogram=p.histogram, gamma=p.gamma, sensitivity=c.sensitivity,
+                             max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells, extent=p.extent)
+
+    def run(self, counts, p, c, setup, rng, progress):
+        kind, q, theta, bound, extent_bound, params = setup
+        grid = counts.grid
+        _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
+        hist = _release_histogram(counts, kind=kind, epsilon=p.epsilon, sensitivity=c.sensitivity, theta=theta,
+                                  rng=rng)
+        _progress(progress, 0.6, "core cells and spans")
+        spans = dbscan_cells(hist, min_points=p.min_points, eta=p.eta, bound=bound, extent_bound=extent_bound)
+        _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
+        layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
+        md = dict(params)
+        md["grid"] = grid.to_metadata()
+        md["n_clusters"] = spans.n_clusters
+        md["n_span_cells"] = int(spans.cell_id.size)
+        md["n_core_cells"] = spans.n_core_cells
+        md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
+        return Outcome(layer, md, spans)
+
+    def preview(self, area, p, c):
+        grid = self.grid(area, p, c, p.get("max_memory_bytes"))
+        kind, q, theta, bound, _, params = self.setup(grid, p, c)
+        params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
+        params["count_sd"] = math.sqrt(2 * q) / (1 - q)
+        params["working_crs"] = _crs_label(area.crs)
+        params["spends_budget"] = False
+        return params
 
 
 def _dbscan_setup(grid, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,
@@ -100,6 +210,37 @@ def _dbscan_setup(grid, *, epsilon, radius_m, min_points, beta, eta, histogram, 
     return kind, q, theta, bound, extent_bound, params
 
 
+def _release_histogram(counts, *, kind, epsilon, sensitivity, theta, rng):
+    """The ε-DP histogram of ``counts`` (dense, or sparse with threshold ``theta``)."""
+    if kind == "dense":
+        return dense_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
+                               rng=rng)
+    return sparse_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
+                            theta=theta, rng=rng)
+
+
+class PreviewMechanism(SpansMechanism):
+    """What a DP-DBSCAN run would look like, from public parameters alone: reads no data, spends nothing."""
+
+    name = "noise-preview"
+    entry_point = "noise_preview"
+    command = "preview"
+    qgis_id = "noisepreview"
+    title = "Noise preview for DP-DBSCAN (spends no budget)"
+    summary = "noise preview for DP-DBSCAN from parameters alone (no data, no budget)"
+    description = ("Γ, MinPts′, the thresholds and the count error a DP-DBSCAN release with these parameters "
+                   "would have on the public study area. Reads no data and spends no budget.")
+    keywords = ("differential privacy", "DBSCAN", "noise", "preview")
+    reads = None
+    examples = ""
+
+
+#: The declarations (one instance each; the registry lists them).
+SPANS = SpansMechanism()
+PREVIEW = PreviewMechanism()
+
+
+@entry_point(SPANS)
 def dbscan_spans(
     points,
     *,
@@ -134,112 +275,11 @@ def dbscan_spans(
 
     Implements Qiu & Yi's DP-DBSCAN (Algorithm 1) with the linear-time sparse
     histogram (Algorithm 2) for large grids and the tighter noise bound of
-    §7, in metres over a public study area.
-
-    Parameters
-    ----------
-    points : GeoDataFrame, GeoSeries, str, tuple, PointTable or PointSource
-        The private points: a point layer with a CRS, a file path (also a
-        glob such as ``"data/*.parquet"`` or a folder of Parquet files), a
-        :class:`~dpgeo.counting.PointSource` from
-        :func:`~dpgeo.counting.open_points` (to choose a layer, columns or
-        engine), or ``(x, y, crs)``. Files are read in batches, never whole.
-    epsilon : float
-        Privacy budget ε (> 0). The whole run is ε-DP (δ = 0).
-    radius_m : float
-        DBSCAN radius α in metres.
-    min_points : int
-        DBSCAN MinPts: a span must certainly hold cells whose α-neighbourhood
-        holds at least this many points.
-    domain : bbox, polygon, GeoDataFrame, path or StudyArea
-        The **public** study area. Points outside it are dropped.
-    domain_crs : optional
-        CRS of a bbox / shapely polygon domain (default EPSG:4326).
-    crs : optional
-        Working CRS (projected, metres); default the UTM zone of the study
-        area's centre.
-    beta : float
-        Failure probability of the noise bound Γ (default 0.05: with
-        probability ≥ 95% every reported core cell is a true candidate and
-        every cell with ≥ MinPts′ neighbours is reported).
-    eta : float
-        Cell width factor η′ in (0, 1]: cells are ``η′·α/√2`` metres wide.
-    histogram : {"auto", "dense", "sparse"}
-        DP histogram implementation; ``auto`` chooses from the number of
-        cells (public) and ``max_dense_cells``.
-    gamma : {"laplace", "exact"}
-        Core threshold bound. ``laplace`` (default): the paper's Γ_Lap, or the
-        exact bound if larger — conservative, thinner spans. ``exact``: the
-        smallest Γ with the guarantee, from the exact law of the summed
-        discrete noise — finds smaller clusters, fatter spans.
-    extent : {"grown", "core"}
-        How far each span reaches. ``grown`` (default): the spans formed by
-        the core cells (threshold ``MinPts + Γ``, which decides which
-        clusters exist and which are separate) are grown, without ever
-        merging two of them, into the neighbouring cells whose noisy sum
-        reaches ``MinPts + Γ_exact`` — the tightest threshold with the same
-        guarantee — so a cluster's fringe is not eroded by a conservative Γ.
-        ``core``: only the core cells (the paper's Algorithm 1 as published).
-    sensitivity : int
-        Maximum points per record (default 1: one point per record).
-    person : str or array_like, optional
-        Make the guarantee per **person**: a column name (file or frame
-        input) or an array of identifiers (tuple input) saying whose each
-        point is; a named pandas Series is recorded in the metadata by its
-        name. Each person keeps at most ``max_points_per_person`` points,
-        chosen uniformly at random, and the noise scales with that number.
-    max_points_per_person : int, optional
-        Required with ``person``.
-    seed : int, optional
-        Fixed seed for tests. The output is then marked **not private**.
-    domain_from_data : bool
-        Use the data's own extent as the study area. Exploration only; the
-        output is marked **not private**.
-    input_crs : optional
-        CRS for inputs that declare none.
-    unattended : bool
-        Run so that the outcome depends on the data only through the DP
-        output: conditions of the private data (no point inside the study
-        area, no usable record) are not errors but warnings for the data
-        owner (``diagnostics["owner_warnings"]`` and the ``dpgeo.owner``
-        logger), and a valid, possibly empty, layer is released. A service
-        always runs this way. Default ``False``: such conditions raise
-        :class:`~dpgeo.errors.DataError`, an owner-only message, before any
-        noise is drawn.
-    dataset : str, optional
-        The name of the population the guarantee protects, under which the
-        release is charged in the privacy-budget ledger (several files of the
-        same people share one name). Default: the input file's resolved path,
-        or one shared key for in-memory inputs.
-    ledger : dpgeo.budget.Ledger, path, None or False
-        The persistent ledger that records the release and refuses it beyond
-        the dataset's total (:mod:`dpgeo.budget`). ``None`` (default): the
-        default ledger (``$DPGEO_LEDGER``, else the user's data directory).
-        ``False``: record nothing. The charge is made before any private
-        data is read; runs that are not private (a seed, ``domain_from_data``)
-        are never charged.
-    analyst : str, optional
-        Who runs the release, for the ledger (default: the operating-system user).
-    progress : callable, optional
-        ``progress(fraction, message)`` between stages, and about every
-        second while a long input is read (records read, records per
-        second); raise from it to cancel.
-    scheduler : None, "local", int, str or distributed.Client
-        Count the points with Dask instead of in this process (see
-        :func:`dpgeo.counting.dask.count_with_dask`): ``"local"`` or a number
-        of workers starts a ``LocalCluster`` here, ``"tcp://host:8786"`` or
-        a ``Client`` uses an existing cluster. The workers only count; the
-        noise is drawn here, from the counts. Same layer as without a
-        scheduler for the same seed (with a per-person cap: the same law).
-    max_memory_bytes : int or str, optional
-        Refuse, before any data is read, a run whose grid and noise laws are
-        estimated (:mod:`dpgeo.resources`) to need more memory than this
-        (bytes, or e.g. ``"8G"``); default ``$DPGEO_MAX_MEMORY``, else half
-        the machine's memory.
-
-    Returns
-    -------
-    Release
+    §7, in metres over a public study area. A cell ``X`` is core when its noisy
+    neighbourhood sum reaches ``MinPts + Γ``, where Γ bounds the noise of every
+    cell's sum at once with probability ``1 − β``; with ``extent="grown"`` the
+    spans are then grown, never merged, into the cells certified by the exact
+    bound.
 
     Examples
     --------
@@ -252,79 +292,12 @@ def dbscan_spans(
     >>> len(res.layer), res.metadata["kappa"], res.metadata["differentially_private"]
     (1, 21, False)
     """
-    epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
-        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
-    sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
-    check_seed(seed)
-    protected = run_protected_files(points, domain, ledger)
-    setup = dict(epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
-                 histogram=histogram, gamma=gamma, sensitivity=sensitivity, max_dense_cells=max_dense_cells,
-                 max_false_cells=max_false_cells, extent=extent)
-
-    kappa = len(neighbourhood_offsets(eta))
-
-    def grid_for(area):  # the run's size is checked before the grid is built (and before any data is read)
-        cell_m = cell_width_for_radius(radius_m, eta)
-        check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=epsilon, sensitivity=sensitivity, kappa=kappa,
-                            histogram=histogram, max_dense_cells=max_dense_cells, max_false_cells=max_false_cells),
-                   max_memory_bytes, cell_option="radius (or eta)")
-        return Grid(area, cell_m)
-
-    if not domain_from_data:  # the grid and every public quantity, before any data is read
-        domain = _study_area(domain, domain_crs, crs)
-        grid, grid_for = _fixed_grid(domain, grid_for)
-        _dbscan_setup(grid, **setup)
-    noise_src = NoiseSource(seed)
-    # -- charge: before any private data is read; refused beyond the dataset's total --
-    charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
-                          mechanism="dp-dbscan-spans", analyst=analyst,
-                          private=noise_src.private and not domain_from_data)
-    with charge:
-        # -- count (private; an error here cancels the charge: no noise yet) --
-        with charge.before_noise():
-            _progress(progress, 0.0, _reading_message(points, scheduler))
-            counts = count_points(points, grid_for=grid_for, domain=domain, domain_crs=domain_crs, crs=crs,
-                                  domain_from_data=domain_from_data, input_crs=input_crs, person=person, cap=cap,
-                                  rng=noise_src, unattended=unattended, scheduler=scheduler,
-                                  progress=_reading(progress))
-            grid = counts.grid
-            kind, q, theta, bound, extent_bound, params = _dbscan_setup(grid, **setup)
-        # -- mechanism (the only step that draws noise) --
-        _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
-        hist = _release_histogram(counts, kind=kind, epsilon=epsilon, sensitivity=sensitivity, theta=theta,
-                                  rng=noise_src)
-        diagnostics = counts.diagnostics
-        del counts
-        _progress(progress, 0.6, "core cells and spans")
-        spans = dbscan_cells(hist, min_points=min_points, eta=eta, bound=bound, extent_bound=extent_bound)
-        # -- layer (post-processing) --
-        _progress(progress, 0.8, f"polygons for {spans.n_clusters} spans")
-        layer = cluster_polygons(grid, spans.cell_id, spans.label, spans.count, q=q, theta=theta)
-        md = base_metadata(method="dbscan_spans", mechanism="DP-DBSCAN spans (Qiu & Yi, Algorithm 1)",
-                           epsilon=epsilon, area=grid.area, source=noise_src, sensitivity=sensitivity,
-                           person=_person_label(person), cap=cap)
-        md.update(params)
-        md["grid"] = grid.to_metadata()
-        md["n_clusters"] = spans.n_clusters
-        md["n_span_cells"] = int(spans.cell_id.size)
-        md["n_core_cells"] = spans.n_core_cells
-        md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
-        md.update(charge.metadata())
-        charge.complete()
-    _warn_if_not_private(md)
-    _progress(progress, 1.0, "done")
-    return Release(layer=layer, metadata=md, diagnostics=diagnostics, cells=spans, _protected=protected)
+    return run_release(SPANS, points, locals())
 
 
-def _release_histogram(counts: CellCounts, *, kind, epsilon, sensitivity, theta, rng):
-    """The ε-DP histogram of ``counts`` (dense, or sparse with threshold ``theta``)."""
-    if kind == "dense":
-        return dense_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
-                               rng=rng)
-    return sparse_histogram(counts.grid, counts.cell_id, counts.count, epsilon=epsilon, sensitivity=sensitivity,
-                            theta=theta, rng=rng)
-
-
+@entry_point(PREVIEW, returns="dict\n    ``kappa``, ``n_cells``, ``cell_width_m``, ``histogram``, ``theta``, ``gamma``, "
+             "``gamma_low``,\n    ``min_points_prime``, ``core_threshold``, ``count_error_95`` (half-width of the 95%\n"
+             "    interval of one cell's count), ``count_sd`` (standard deviation of one cell's noise), ...")
 def noise_preview(
     *,
     epsilon: float,
@@ -348,34 +321,11 @@ def noise_preview(
     Returns Γ, MinPts′ and the expected count error for the given ε, so a
     budget can be chosen before any data is touched.
 
-    Returns
-    -------
-    dict
-        ``kappa``, ``n_cells``, ``cell_width_m``, ``histogram``, ``theta``,
-        ``gamma``, ``gamma_low``, ``min_points_prime``, ``core_threshold``,
-        ``count_error_95`` (half-width of the 95% interval of one cell's
-        count), ``count_sd`` (standard deviation of one cell's noise), ...
-
     Examples
     --------
     >>> p = noise_preview(epsilon=1.0, radius_m=100, min_points=30, domain=(-93.33, 44.89, -93.19, 45.05))
     >>> p["kappa"], p["count_error_95"]
     (21, 3)
     """
-    epsilon, radius_m, min_points, beta, eta, sensitivity = _check_dbscan_params(
-        epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity, extent)
-    area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
-    cell_m = cell_width_for_radius(radius_m, eta)
-    check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=epsilon, sensitivity=sensitivity,
-                        kappa=len(neighbourhood_offsets(eta)), histogram=histogram, max_dense_cells=max_dense_cells,
-                        max_false_cells=max_false_cells), max_memory_bytes, cell_option="radius (or eta)")
-    grid = Grid(area, cell_m)
-    kind, q, theta, bound, _, params = _dbscan_setup(
-        grid, epsilon=epsilon, radius_m=radius_m, min_points=min_points, beta=beta, eta=eta,
-        histogram=histogram, gamma=gamma, sensitivity=sensitivity,
-        max_dense_cells=max_dense_cells, max_false_cells=max_false_cells, extent=extent)
-    params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
-    params["count_sd"] = math.sqrt(2 * q) / (1 - q)
-    params["working_crs"] = _crs_label(area.crs)
-    params["spends_budget"] = False
-    return params
+    return run_preview(PREVIEW, locals())
+

@@ -1,51 +1,31 @@
-"""DP k-means as a release: the Voronoi cells of private centroids, with noisy counts.
+"""DP k-means as a release, declared once (:class:`KMeansMechanism`): the Voronoi cells of private centroids,
+with noisy counts.
 
-The same four steps as every entry point of :mod:`dpgeo.pipeline`:
-
-1. **validate** — ε, ``k``, the iterations and the budget split, the person
-   cap and the public study area; the whole plan of the run (lattice, noise
-   scales, ``min_count``; :func:`~dpgeo.mechanisms.kmeans.kmeans_plan`) is
-   computed from them before any private data is read, and the release is
-   charged to the dataset's privacy budget;
-2. **count** — the private points are read, projected and kept when they lie
-   inside the study area; with ``person=`` each person keeps at most
-   ``max_points_per_person`` = ``K`` points, chosen at random, and every
-   sensitivity of the mechanism is multiplied by ``K``;
-3. **mechanism** — DPLloyd with exact discrete Laplace noise
-   (:func:`~dpgeo.mechanisms.kmeans.kmeans_layer`), the only step that draws
-   noise;
-4. **layer** — the Voronoi cells of the released centroids clipped to the
-   study area, each with ``dp_count`` and its 95% interval and the centroid as
-   ``centroid_x``, ``centroid_y`` (working CRS, metres).
+The mechanism reads the points themselves (not cell counts): DPLloyd with
+exact discrete Laplace noise (:func:`~dpgeo.mechanisms.kmeans.kmeans_layer`);
+ε is split exactly into ``layer_share·ε`` for the published counts of the
+cells and equal shares per Lloyd iteration (counts and coordinate sums), see
+:func:`~dpgeo.mechanisms.kmeans.kmeans_plan` and ``docs/privacy.md`` §7.1.
 """
 
 from __future__ import annotations
 
-from ..counting import count_points
+from ..declare import Field, Mechanism, Outcome, Param
 from ..grid import Grid
 from ..mechanisms.kmeans import (
     DEFAULT_ITERATIONS,
     DEFAULT_LAYER_SHARE,
+    MAX_K,
     kmeans_layer,
     kmeans_plan,
 )
-from ..noise import NoiseSource
-from ..randomness import check_seed
-from ..release import Release, run_protected_files, start_charge
+from ..release import Release
 from ..resources import check_plan, plan_run
-from ._common import (
-    _contribution,
-    _fixed_grid,
-    _input_label,
-    _person_label,
-    _progress,
-    _study_area,
-    _warn_if_not_private,
-    base_metadata,
-    check_epsilon,
-)
+from ._common import _progress
+from ._docs import entry_point
+from .run import run_release
 
-__all__ = ["kmeans", "KMEANS_MECHANISM"]
+__all__ = ["kmeans", "KMEANS_MECHANISM", "KMEANS", "KMeansMechanism"]
 
 #: The mechanism's name in the ledger.
 KMEANS_MECHANISM = "dp-kmeans"
@@ -54,6 +34,109 @@ _MEMBERSHIP_CELLS = 256
 #: Keys of the mechanism's own metadata that the pipeline states itself (for the person cap, the seed, ...).
 _OWN_KEYS = ("mechanism", "method", "differentially_private", "not_private_reasons", "neighbouring_relation",
              "delta", "epsilon")
+
+KMEANS_PARAMS = (
+    Param("k", "integer", "Number of clusters k",
+          "Number of clusters. Cells whose centroids coincide are merged and cells outside the study area "
+          "dropped, so the layer may have fewer than k cells.",
+          minimum=1, maximum=MAX_K, label="k (number of clusters)", suggested=5),
+    Param("iterations", "integer", "Noisy Lloyd iterations",
+          "Lloyd iterations T; each spends an equal share of the ε left after the layer's counts.",
+          default=DEFAULT_ITERATIONS, minimum=1, maximum=100, advanced=True),
+    Param("layer_share", "number", "Share of ε for the cells' counts",
+          "Share of ε for the published counts of the Voronoi cells; the rest is spread evenly over the "
+          "iterations.",
+          default=DEFAULT_LAYER_SHARE, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True,
+          advanced=True, label="layer_share (share of epsilon for the layer's counts)"),
+    Param("count_share", "number", "Share of each iteration's ε for the cluster sizes",
+          "Share of each iteration's ε for the per-cluster counts (default: the rule that balances the noise of "
+          "the sizes and the coordinate sums for the study area's shape, about 0.39 for a square).",
+          default=None, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True, advanced=True,
+          label="count_share (share of each iteration's epsilon for the counts)"),
+)
+
+
+class KMeansMechanism(Mechanism):
+    """DP k-means (DPLloyd of Su et al., exact noise): the Voronoi cells of the private centroids."""
+
+    name = KMEANS_MECHANISM
+    entry_point = "kmeans"
+    command = "kmeans"
+    qgis_id = "kmeans"
+    title = "DP k-means (Voronoi cells)"
+    layer_name = "DP k-means Voronoi cells"
+    summary = "ε-DP k-means: Voronoi cells of private centroids with noisy counts"
+    description = ("ε-differentially private k-means (DPLloyd: noisy Lloyd iterations over the public study "
+                   "area, exact discrete Laplace noise), released as the Voronoi cells of the private centroids "
+                   "clipped to the study area, each with a noisy point count (dp_count), its 95% interval and "
+                   "the centroid (centroid_x, centroid_y, working CRS).")
+    keywords = ("differential privacy", "k-means", "Voronoi", "clusters")
+    params = KMEANS_PARAMS
+    reads = "points"
+    read_share = 0.3
+    fields = (
+        Field("cluster_id", "int", "cluster number, 1, 2, ..."),
+        Field("dp_count", "int", "noisy number of points in the cell (at least 0)"),
+        Field("dp_count_low", "int", "lower end of dp_count's 95% interval"),
+        Field("dp_count_high", "int", "upper end of dp_count's 95% interval"),
+        Field("area_m2", "float", "area of the cell (m²)"),
+        Field("centroid_x", "float", "the private centroid's x (working CRS, metres)"),
+        Field("centroid_y", "float", "the private centroid's y (working CRS, metres)"),
+    )
+    examples = """\
+examples:
+  # eight clusters of police stops, public study area from a polygon file
+  dpgeo kmeans stops.gpkg -o kmeans.gpkg --epsilon 1 --k 8 --domain minneapolis_study_area.geojson
+
+  # per driver (at most 5 trips each), a GeoPackage and a web map from one release
+  dpgeo kmeans trips.gpkg -o kmeans.gpkg -o kmeans.html --epsilon 1 --k 6 \\
+      --person driver_id --max-points-per-person 5 --dataset trips --domain=-74.26,40.49,-73.69,40.92
+
+The budget split: --layer-share of ε (default 0.1) for the cells' counts, the rest spread evenly over the
+--iterations noisy Lloyd iterations (counts and coordinate sums); the metadata states it (epsilon_split).
+"""
+
+    def method_name(self, p):
+        return "kmeans"
+
+    def short_title(self, p):
+        return f"DP k-means (k = {p.k})"
+
+
+    def _plan(self, bounds, p, c):
+        return kmeans_plan(bounds, k=p.k, epsilon=p.epsilon, iterations=p.iterations, layer_share=p.layer_share,
+                           count_share=p.count_share, sensitivity=c.sensitivity)
+
+    def check_run(self, p, epsilon, c):
+        p["epsilon"] = epsilon
+        self._plan((0.0, 0.0, 1.0, 1.0), p, c)  # the parameters, whatever the study area
+
+    def grid(self, area, p, c, max_memory_bytes=None):
+        """The grid that only tells which points lie in the study area; the run's plan and memory checked."""
+        self._plan(area.polygon.bounds, p, c)
+        check_kmeans_plan(area, epsilon=p.epsilon, layer_share=p.layer_share, sensitivity=c.sensitivity,
+                          max_memory_bytes=max_memory_bytes)
+        b = area.polygon.bounds
+        return Grid(area, max(b[2] - b[0], b[3] - b[1]) / _MEMBERSHIP_CELLS)
+
+    def count_options(self, p):
+        return {"keep_points": True}
+
+    def run(self, counts, p, c, setup, rng, progress):
+        area = counts.grid.area
+        x, y = counts.points.x[counts.kept], counts.points.y[counts.kept]
+        _progress(progress, 0.3, f"DP k-means: k = {p.k}, noisy Lloyd iterations")
+        res = kmeans_layer(x, y, area=area, rng=rng, k=p.k, epsilon=p.epsilon, iterations=p.iterations,
+                           layer_share=p.layer_share, count_share=p.count_share, sensitivity=c.sensitivity)
+        _progress(progress, 0.9, f"{res.n_clusters} Voronoi cells")
+        md = {key: v for key, v in res.metadata.items() if key not in _OWN_KEYS}
+        return Outcome(res.layer, md, res)
+
+    def mechanism_title(self, p):
+        return "DP k-means (DPLloyd of Su et al. with discrete Laplace noise; Voronoi cells)"
+
+
+KMEANS = KMeansMechanism()
 
 
 def check_kmeans_plan(area, *, epsilon, layer_share=None, sensitivity=1, max_memory_bytes=None):
@@ -64,6 +147,8 @@ def check_kmeans_plan(area, *, epsilon, layer_share=None, sensitivity=1, max_mem
                max_memory_bytes, cell_option="study area")
 
 
+@entry_point(KMEANS, returns="Release\n    ``layer``: ``cluster_id``, ``dp_count``, ``dp_count_low``, ``dp_count_high``, "
+             "``area_m2``,\n    ``centroid_x``, ``centroid_y`` (working CRS, metres) and the cell's (multi)polygon.")
 def kmeans(
     points,
     *,
@@ -95,62 +180,8 @@ def kmeans(
     its privacy argument. ε is split into ``layer_share·ε`` for the published
     counts of the cells and ``(1 − layer_share)·ε / iterations`` per Lloyd
     iteration (counts and coordinate sums); the split is in the metadata
-    (``epsilon_split``).
-
-    Parameters
-    ----------
-    points : GeoDataFrame, GeoSeries, str or tuple
-        The private points (see :func:`dpgeo.dbscan_spans`).
-    epsilon : float
-        Privacy budget ε (> 0). The whole run is ε-DP (δ = 0).
-    k : int
-        Number of clusters (1 to 1000). Cells whose centroids coincide are
-        merged, and cells outside the study area dropped, so the layer may have
-        fewer than ``k`` rows.
-    domain, domain_crs, crs
-        The **public** study area and working CRS, as for
-        :func:`dpgeo.dbscan_spans`. The lattice of the coordinate sums and
-        the starting centroids come from it.
-    iterations : int
-        Lloyd iterations ``T`` (default 5).
-    layer_share : float
-        Share of ε for the published counts of the cells, in (0, 1) (default 0.1).
-    count_share : float, optional
-        Share of each iteration's ε for the per-cluster counts (default: the
-        rule of :func:`~dpgeo.mechanisms.kmeans.kmeans_plan`, ≈ 0.39 for a
-        square study area).
-    sensitivity : int
-        Maximum points per record (default 1).
-    person, max_points_per_person : optional
-        Make the guarantee per person with at most ``K`` points each, chosen
-        at random; every noise scale grows with ``K`` (see :func:`dpgeo.dbscan_spans`).
-    seed : int, optional
-        Fixed seed for tests. The output is then marked **not private** and
-        not charged.
-    domain_from_data : bool
-        Use the data's own extent as the study area. Exploration only; the
-        output is marked **not private** and not charged.
-    input_crs : optional
-        CRS for inputs that declare none.
-    unattended : bool
-        Conditions of the private data (no point inside the study area, no
-        usable record) are warnings for the owner, not errors: a valid layer
-        is released either way (see :func:`dpgeo.dbscan_spans`).
-    dataset, ledger, analyst
-        The privacy-budget ledger's record of the release; the charge is made
-        before any private data is read (see :func:`dpgeo.dbscan_spans`).
-    progress : callable, optional
-        ``progress(fraction, message)`` between stages; raise from it to cancel.
-    max_memory_bytes : int or str, optional
-        Refuse, before any data is read, a run estimated to need more memory
-        (:mod:`dpgeo.resources`); default ``$DPGEO_MAX_MEMORY``, else half the machine's memory.
-
-    Returns
-    -------
-    Release
-        ``layer``: ``cluster_id``, ``dp_count``, ``dp_count_low``,
-        ``dp_count_high``, ``area_m2``, ``centroid_x``, ``centroid_y``
-        (working CRS, metres) and the cell's (multi)polygon.
+    (``epsilon_split``). The lattice of the coordinate sums and the starting
+    centroids come from the public study area.
 
     Examples
     --------
@@ -165,53 +196,4 @@ def kmeans(
     >>> sorted(np.round(res.layer["centroid_x"].to_numpy(), -2).tolist())
     [500.0, 1500.0]
     """
-    # -- validate (public inputs only) --
-    epsilon = check_epsilon(epsilon)
-    sensitivity, cap = _contribution(person, max_points_per_person, sensitivity)
-    plan_kw = dict(k=k, epsilon=epsilon, iterations=iterations, layer_share=layer_share, count_share=count_share,
-                   sensitivity=sensitivity)
-    kmeans_plan((0.0, 0.0, 1.0, 1.0), **plan_kw)  # the parameters, whatever the study area
-    check_seed(seed)
-
-    def grid_for(a):  # public: only which points lie inside the study area
-        b = a.polygon.bounds
-        return Grid(a, max(b[2] - b[0], b[3] - b[1]) / _MEMBERSHIP_CELLS)
-
-    area = None
-    if not domain_from_data:  # the plan of the run, before any data is read
-        area = _study_area(domain, domain_crs, crs)
-        kmeans_plan(area.polygon.bounds, **plan_kw)
-        check_kmeans_plan(area, epsilon=epsilon, layer_share=layer_share, sensitivity=sensitivity,
-                          max_memory_bytes=max_memory_bytes)
-        _, grid_for = _fixed_grid(area, grid_for)
-    noise_src = NoiseSource(seed)
-    # -- charge: before any private data is read; refused beyond the dataset's total --
-    charge = start_charge(ledger=ledger, dataset=dataset, points=points, epsilon=epsilon,
-                          mechanism=KMEANS_MECHANISM, analyst=analyst,
-                          private=noise_src.private and not domain_from_data)
-    with charge:
-        # -- count (private; an error here cancels the charge: no noise yet) --
-        with charge.before_noise():
-            _progress(progress, 0.0, f"reading {_input_label(points)}")
-            counts = count_points(points, grid_for=grid_for, domain=area, domain_crs=domain_crs, crs=crs,
-                                  domain_from_data=domain_from_data, input_crs=input_crs, person=person, cap=cap,
-                                  rng=noise_src, unattended=unattended, keep_points=True)
-            area = counts.grid.area
-            x, y = counts.points.x[counts.kept], counts.points.y[counts.kept]
-            diagnostics = counts.diagnostics
-            del counts
-        # -- mechanism (the only step that draws noise) --
-        _progress(progress, 0.3, f"DP k-means: k = {k}, noisy Lloyd iterations")
-        res = kmeans_layer(x, y, area=area, rng=noise_src, **plan_kw)
-        del x, y
-        # -- layer (post-processing) --
-        _progress(progress, 0.9, f"{res.n_clusters} Voronoi cells")
-        md = base_metadata(method="kmeans", mechanism=res.metadata["mechanism"], epsilon=epsilon, area=area,
-                           source=noise_src, sensitivity=sensitivity, person=_person_label(person), cap=cap)
-        md.update({key: v for key, v in res.metadata.items() if key not in _OWN_KEYS})
-        md.update(charge.metadata())
-        charge.complete()
-    _warn_if_not_private(md)
-    _progress(progress, 1.0, "done")
-    return Release(layer=res.layer, metadata=md, diagnostics=diagnostics, cells=res,
-                   _protected=run_protected_files(points, domain, ledger))
+    return run_release(KMEANS, points, locals())

@@ -1,4 +1,4 @@
-"""Who is calling, and how often: bearer tokens checked against SHA-256 hashes, per-analyst rate limits.
+"""Who is calling, and how often: tokens checked against SHA-256 hashes, per-analyst rate limits.
 
 The configuration holds only the SHA-256 of each analyst's token. A request's
 token is hashed and compared with **every** configured hash by
@@ -6,11 +6,18 @@ token is hashed and compared with **every** configured hash by
 time of a refusal nor its answer says which hashes exist or how close a guess
 was. Tokens are never stored, logged or echoed.
 
+The token travels as ``Authorization: Bearer TOKEN`` or, for clients that
+know only HTTP Basic (QGIS 3.22's authentication methods, a browser's login
+dialog), as the password of ``Authorization: Basic`` with any user name.
+
 Examples
 --------
+>>> import base64
 >>> token, digest = new_token()
 >>> auth = Authenticator({"alice": digest})
 >>> auth.analyst(f"Bearer {token}")
+'alice'
+>>> auth.analyst("Basic " + base64.b64encode(f"alice:{token}".encode()).decode())
 'alice'
 >>> auth.analyst("Bearer wrong") is None
 True
@@ -18,13 +25,15 @@ True
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import secrets
 import threading
 import time
 
-__all__ = ["Authenticator", "RateLimiter", "hash_token", "new_token"]
+__all__ = ["Authenticator", "RateLimiter", "hash_token", "new_token", "token_of"]
 
 #: Longest Authorization header value looked at (a token is 43 characters; more is not a token).
 MAX_HEADER_CHARS = 512
@@ -62,14 +71,12 @@ class Authenticator:
     def analyst(self, authorization: str | None):
         """The analyst whose token the ``Authorization`` header carries, or None.
 
-        Only ``Bearer <token>`` is accepted. Every configured hash is compared,
-        whatever matched first.
+        ``Bearer <token>``, or ``Basic <base64 of user:token>`` (the user name
+        is not used: the token says who it is). Every configured hash is
+        compared, whatever matched first.
         """
-        if not authorization or len(authorization) > MAX_HEADER_CHARS:
-            return None
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = token_of(authorization)
+        if not token:
             return None
         digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         found = None
@@ -77,6 +84,31 @@ class Authenticator:
             if hmac.compare_digest(digest, h) and found is None:
                 found = name
         return found
+
+
+def token_of(authorization: str | None):
+    """The token an ``Authorization`` header carries (Bearer, or the password of Basic), or None.
+
+    Examples
+    --------
+    >>> token_of("Bearer abc"), token_of("Basic dXNlcjphYmM="), token_of("Basic abc"), token_of("Digest x")
+    ('abc', 'abc', None, None)
+    """
+    if not authorization or len(authorization) > MAX_HEADER_CHARS:
+        return None
+    scheme, _, value = authorization.partition(" ")
+    value = value.strip()
+    scheme = scheme.lower()
+    if scheme == "bearer":
+        return value or None
+    if scheme != "basic" or not value:
+        return None
+    try:
+        user_pass = base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    _, sep, password = user_pass.partition(":")
+    return password if sep and password else None
 
 
 class RateLimiter:

@@ -3,8 +3,8 @@
 A minimal configuration::
 
     [server]
-    ledger = "ledger.sqlite"          # relative to the config file
     releases = "releases/"            # where published layers are stored
+    # ledger = "/srv/dpgeo/ledger.sqlite"   # default: $DPGEO_LEDGER, else the user's one dpgeo ledger
 
     [datasets.stops]
     path = "stops.gpkg"               # the private input, never served
@@ -15,7 +15,9 @@ A minimal configuration::
     token_sha256 = "<sha256 hex of alice's bearer token>"
     datasets = ["stops"]
 
-Paths are relative to the configuration file. Every problem is found when the
+Paths are relative to the configuration file. The privacy-budget ledger is
+the machine's one ledger unless ``ledger`` names another (see
+:func:`resolve_ledger`). Every problem is found when the
 file is loaded, before the server listens: a dataset without a study area or
 a total budget, a missing input file, a token that is not a SHA-256 hex
 digest, an analyst granted a dataset that is not configured, a misspelt key.
@@ -44,8 +46,13 @@ __all__ = [
     "ServerSettings",
     "load_config",
     "parse_config",
+    "resolve_ledger",
+    "ledger_notice",
 ]
 
+#: A job's time is rounded up to a multiple of this many seconds (``job_quantum_seconds``): longer than a release
+#: of the sample layer (51,920 points) takes on a busy 2-core machine, so that its time says nothing about the data.
+DEFAULT_JOB_QUANTUM_S = 2.0
 #: Dataset and analyst names: they appear in URLs, the ledger and the log.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -63,6 +70,8 @@ class ServerSettings:
     releases: str
     jobs: str
     url: str | None = None
+    #: Where ``ledger`` comes from: "configuration", "DPGEO_LEDGER" or "default" (see resolve_ledger).
+    ledger_from: str = "configuration"
     title: str = "dpgeo: differentially private cluster maps"
     description: str = ("Cluster map layers computed with differential privacy from data that never leaves "
                         "this server. Run a mechanism (OGC API - Processes); read its releases (OGC API - "
@@ -75,6 +84,7 @@ class ServerSettings:
     max_jobs_per_analyst: int = 4
     max_grid_cells: int = 1 << 24
     min_job_seconds: float = 0.0
+    job_quantum_seconds: float = DEFAULT_JOB_QUANTUM_S
     owner_log: str | None = None
     basemap: str | None = None
     basemap_attribution: str | None = None
@@ -181,8 +191,8 @@ def parse_config(raw: dict, path) -> ServerConfig:
 def _server(t: dict, base: str) -> ServerSettings:
     w = "[server]"
     _only(t, set(ServerSettings.__dataclass_fields__), w)
-    ledger = _path(t, "ledger", base, w, required=True)
-    if not os.path.isdir(os.path.dirname(ledger)):
+    ledger, ledger_from = resolve_ledger(_path(t, "ledger", base, w))
+    if ledger_from == "configuration" and not os.path.isdir(os.path.dirname(ledger)):
         raise ConfigError(f"{w} ledger: the folder of {ledger!r} does not exist (the ledger file itself is created "
                           "on first use)")
     releases = _path(t, "releases", base, w, required=True)
@@ -190,7 +200,8 @@ def _server(t: dict, base: str) -> ServerSettings:
         raise ConfigError(f"{w} releases: {releases!r} is a file; give a folder")
     if not os.path.isdir(os.path.dirname(releases)):
         raise ConfigError(f"{w} releases: the folder containing {releases!r} does not exist")
-    jobs = _path(t, "jobs", base, w) or os.path.join(os.path.dirname(ledger), "jobs.sqlite")
+    jobs = _path(t, "jobs", base, w) or os.path.join(os.path.dirname(ledger) if ledger_from == "configuration"
+                                                     else base, "jobs.sqlite")
     owner_log = _path(t, "owner_log", base, w)
     url = _str(t, "url", w)
     if url is not None:
@@ -204,15 +215,49 @@ def _server(t: dict, base: str) -> ServerSettings:
                         ("max_jobs_per_analyst", 1, 10**5), ("max_grid_cells", 1, 1 << 30)):
         if key in t:
             kw[key] = _int(t, key, w, lo, hi)
-    if "min_job_seconds" in t:
-        v = t["min_job_seconds"]
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (0 <= v <= 3600) or not math.isfinite(v):
-            raise ConfigError(f"{w} min_job_seconds must be a number of seconds in [0, 3600], got {v!r}")
-        kw["min_job_seconds"] = float(v)
+    for key in ("min_job_seconds", "job_quantum_seconds"):
+        if key in t:
+            v = t[key]
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (0 <= v <= 3600) or not math.isfinite(v):
+                raise ConfigError(f"{w} {key} must be a number of seconds in [0, 3600], got {v!r}")
+            kw[key] = float(v)
     for key in ("title", "description", "basemap", "basemap_attribution"):
         if key in t:
             kw[key] = _str(t, key, w)
-    return ServerSettings(ledger=ledger, releases=releases, jobs=jobs, url=url, owner_log=owner_log, **kw)
+    return ServerSettings(ledger=ledger, releases=releases, jobs=jobs, url=url, owner_log=owner_log,
+                          ledger_from=ledger_from, **kw)
+
+
+def resolve_ledger(configured):
+    """``(path, source)``: the service's privacy-budget ledger, and where that choice comes from.
+
+    The configured ``ledger`` (relative paths are taken from the configuration file's folder, like every
+    path in it) when there is one; else ``$DPGEO_LEDGER``; else the user's default ledger: the one the
+    command line, Python and QGIS use on this machine, so that every front end counts the same releases.
+    A configured ledger that is not that one is allowed (a service with a ledger of its own) but never
+    silent: the service says so in its log at start (:func:`ledger_notice`).
+    """
+    from ..budget import LEDGER_ENV, ledger_path
+
+    if configured is not None:
+        return configured, "configuration"
+    return ledger_path(None), (LEDGER_ENV if os.environ.get(LEDGER_ENV) else "default")
+
+
+def ledger_notice(settings) -> tuple:
+    """``(info, warning or None)``: the log lines a service starts with about its ledger."""
+    from ..budget import LEDGER_ENV, ledger_path
+
+    where = {"configuration": "from the configuration's [server] ledger", LEDGER_ENV: f"from ${LEDGER_ENV}",
+             "default": "this user's default dpgeo ledger"}[settings.ledger_from]
+    info = f"privacy-budget ledger: {settings.ledger} ({where})"
+    shared = ledger_path(None)
+    if settings.ledger_from == "configuration" and os.path.realpath(settings.ledger) != os.path.realpath(shared):
+        return info, (f"this service's ledger {settings.ledger} is not the one the command line, Python and QGIS use "
+                      f"here ({shared}): releases of the same data made there are not counted against this "
+                      f"service's totals. Use one ledger: remove [server] ledger, or set ${LEDGER_ENV} to "
+                      f"{settings.ledger} for every dpgeo on this machine")
+    return info, None
 
 
 _DATASET_KEYS = {"path", "study_area", "total_epsilon", "title", "description", "layer", "x", "y", "input_crs", "crs",

@@ -1,44 +1,47 @@
-"""Jobs: every release runs off the request path, in a worker process, and is recorded in a small SQLite file.
+"""Job records: one small SQLite file (``jobs.sqlite`` next to the ledger by default) shared by the server and
+its worker processes.
 
-* :class:`JobStore` — the job records (``jobs.sqlite`` next to the ledger by
-  default): owner analyst, process, status, times, release id, error answer.
-  They survive a restart; a job that was queued or running when the server
-  stopped is marked failed at the next start (its ledger charge, if any, stays
-  counted, as the ledger records it).
-* :func:`execute_release` — what a worker does for one release: the pipeline
-  in unattended mode, charged to the dataset's ledger (it reserves before it
-  reads the private input), then the release files, recorded in the ledger.
-  It returns a small dict, never raises: the answer for the analyst (a DP
-  release, or an error that describes the request, the budget or the server —
-  never the data) and a line for the service log (who spent what).
-* :class:`JobManager` — the worker pool (``spawn``ed processes, so a crash or
-  a memory blow-up of one run cannot take the server down), the queue limits,
-  and the optional padding of every job to ``min_job_seconds``.
+A job records its owner analyst, process, status, times, release id, error
+answer, and two things that let the server close a job whose worker was
+killed (:mod:`dpgeo.server.manager`):
+
+* its **phase**, written by the worker *before* each step: ``reserving`` (the
+  release id is chosen, the charge is being made), ``reading`` (charged,
+  reading and counting: no noise yet), ``noise`` (noise may be drawn from
+  now on), ``computed`` (the DP release exists; its files are being
+  written), then, in the server, ``publishing`` and ``published``. A worker
+  moves to the next phase only while its job is still ``running``, so a job
+  the server has already closed can never start drawing noise;
+* its **charge**, what the privacy budget of the job became (:data:`CHARGES`).
+
+The phase is the service's own bookkeeping, never shown to an analyst (its
+timing depends on the data); the charge is shown in the job status.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as _dt
 import json
-import logging
 import os
+import re
 import secrets
 import sqlite3
-import time
-import traceback
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
-from .problems import DPGEO, budget_problem, problem
+from .problems import DPGEO, problem
 
-__all__ = ["JOB_ID", "JobManager", "JobStore", "execute_release", "new_job_id"]
-
-LOG = logging.getLogger("dpgeo.server")
+__all__ = ["CHARGES", "JOB_ID", "JobStore", "charge_message", "new_job_id"]
 
 #: A job id: 32 lowercase hex digits (128 random bits).
-JOB_ID = __import__("re").compile(r"^[0-9a-f]{32}$")
-_OWNER_LOG = "dpgeo.owner"
+JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+
+#: What a job's privacy budget became (the ``charge`` member of its status): no charge was made (refused, or
+#: failed before the charge); charged and running; spent on a published release; spent with nothing released
+#: (stopped after noise may have been drawn: the charge stands, the ledger says "spent, no release"); or not
+#: charged (stopped before any noise was drawn: the charge was cancelled).
+CHARGES = ("none", "reserved", "spent", "spent, no release", "not charged")
+
+#: Phases in which no noise has been drawn yet: a job killed in one of them may give its charge back.
+BEFORE_NOISE = ("reserving", "reading")
 
 
 def new_job_id() -> str:
@@ -49,7 +52,15 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-# -- the job records -----------------------------------------------------------------------------------------------
+def charge_message(charge) -> str:
+    """One sentence for a failed job's status: what its privacy budget became."""
+    return {
+        "spent, no release": "spent, no release: the release stopped after noise may have been drawn, so its "
+                             "privacy budget stays spent",
+        "not charged": "not charged: the release stopped before any noise was drawn, so its charge was cancelled",
+        "reserved": "its privacy budget stays counted as spent (the ledger could not be updated)",
+    }.get(charge, "nothing was charged")
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -71,6 +82,19 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_analyst ON jobs (analyst, seq);
 """
+#: Columns added after the first version (added to an older file when the server starts).
+_ADDED = {"phase": "TEXT", "charge": "TEXT", "worker_pid": "INTEGER"}
+
+_COLS = ("job_id, analyst, process_id, dataset, inputs, outputs, status, message, progress, created, started, "
+         "finished, release_id, error, phase, charge, worker_pid")
+
+
+def _as_dict(row):
+    d = dict(zip([c.strip() for c in _COLS.split(",")], row))
+    d["inputs"] = json.loads(d["inputs"])
+    d["outputs"] = None if d["outputs"] is None else json.loads(d["outputs"])
+    d["error"] = None if d["error"] is None else json.loads(d["error"])
+    return d
 
 
 class JobStore:
@@ -98,39 +122,90 @@ class JobStore:
             conn.close()
 
     def initialise(self):
-        """Create the table if needed; mark jobs left queued or running by a previous server as failed."""
+        """Create the table, or add the columns a file from an older version lacks."""
         conn = self._connect()
         try:
             conn.executescript(_SCHEMA)
-            n = conn.execute(
-                "UPDATE jobs SET status = 'failed', finished = ?, message = ?, error = ? "
-                "WHERE status IN ('accepted', 'running')",
-                (_now(), "the server stopped before this job finished",
-                 json.dumps(problem(500, DPGEO + "interrupted", "Interrupted",
-                                    "the server stopped before this job finished; if it had started, its privacy "
-                                    "budget stays spent")))).rowcount
+            have = {r[1] for r in conn.execute("PRAGMA table_info(jobs)")}
+            for name, kind in _ADDED.items():
+                if name not in have:
+                    conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
         finally:
             conn.close()
-        return n
+
+    # -- the server ----------------------------------------------------------------------------------------------
 
     def create(self, job_id, *, analyst, process_id, dataset, inputs, outputs=None):
-        self._run("INSERT INTO jobs (job_id, analyst, process_id, dataset, inputs, outputs, status, created, seq) "
-                  "VALUES (?, ?, ?, ?, ?, ?, 'accepted', ?, (SELECT coalesce(max(seq), 0) + 1 FROM jobs))",
+        self._run("INSERT INTO jobs (job_id, analyst, process_id, dataset, inputs, outputs, status, created, seq, "
+                  "charge) VALUES (?, ?, ?, ?, ?, ?, 'accepted', ?, (SELECT coalesce(max(seq), 0) + 1 FROM jobs), "
+                  "'none')",
                   (job_id, analyst, process_id, dataset, json.dumps(inputs),
                    None if outputs is None else json.dumps(outputs), _now()))
 
-    def mark_running(self, job_id):
-        self._run("UPDATE jobs SET status = 'running', started = ? WHERE job_id = ? AND status = 'accepted'",
-                  (_now(), job_id))
+    def set_worker(self, job_id, pid):
+        self._run("UPDATE jobs SET worker_pid = ? WHERE job_id = ?", (int(pid), job_id))
 
-    def set_progress(self, job_id, percent):
-        self._run("UPDATE jobs SET progress = ? WHERE job_id = ? AND status = 'running'", (int(percent), job_id))
+    def finish(self, job_id, *, ok, release_id=None, error=None, message=None, charge="none", phase=None) -> bool:
+        """Record the end of a job that is still open; False if it was already closed."""
+        return self._run(
+            "UPDATE jobs SET status = ?, finished = ?, progress = ?, release_id = coalesce(?, release_id), "
+            "error = ?, message = ?, charge = ?, phase = coalesce(?, phase), started = coalesce(started, ?) "
+            "WHERE job_id = ? AND status IN ('accepted', 'running')",
+            ("successful" if ok else "failed", _now(), 100 if ok else 0, release_id,
+             None if error is None else json.dumps(error), message, charge, phase, _now(), job_id)) == 1
 
-    def finish(self, job_id, *, ok, release_id=None, error=None, message=None):
-        self._run("UPDATE jobs SET status = ?, finished = ?, progress = ?, release_id = ?, error = ?, message = ?, "
-                  "started = coalesce(started, ?) WHERE job_id = ?",
-                  ("successful" if ok else "failed", _now(), 100 if ok else 0, release_id,
-                   None if error is None else json.dumps(error), message, _now(), job_id))
+    def set_phase(self, job_id, phase):
+        self._run("UPDATE jobs SET phase = ? WHERE job_id = ?", (phase, job_id))
+
+    def set_charge(self, job_id, charge, message=None):
+        self._run("UPDATE jobs SET charge = ?, message = coalesce(?, message) WHERE job_id = ?",
+                  (charge, message, job_id))
+
+    def close_unfinished(self) -> list:
+        """Mark every job left accepted or running as failed (interrupted); returns them as dicts.
+
+        One transaction: a worker that is somehow still alive can no longer
+        move its job to a later phase (see :meth:`begin_phase`).
+        """
+        err = problem(500, DPGEO + "interrupted", "Interrupted", "the server stopped before this job finished")
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            rows = conn.execute(f"SELECT {_COLS} FROM jobs WHERE status IN ('accepted', 'running')").fetchall()
+            conn.execute("UPDATE jobs SET status = 'failed', finished = ?, progress = 0, error = ?, message = ? "
+                         "WHERE status IN ('accepted', 'running')",
+                         (_now(), json.dumps(err), "the server stopped before this job finished"))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            conn.close()
+        return [_as_dict(r) for r in rows]
+
+    def in_phase(self, phase) -> list:
+        return [_as_dict(r) for r in self._run(f"SELECT {_COLS} FROM jobs WHERE phase = ?", (phase,), fetch="all")]
+
+    def by_release(self, release_id):
+        row = self._run(f"SELECT {_COLS} FROM jobs WHERE release_id = ?", (release_id,), fetch="one")
+        return None if row is None else _as_dict(row)
+
+    # -- the worker ----------------------------------------------------------------------------------------------
+
+    def mark_running(self, job_id) -> bool:
+        """The worker has started the job; False if the job is no longer waiting for it."""
+        return self._run("UPDATE jobs SET status = 'running', started = ? WHERE job_id = ? AND status = 'accepted'",
+                         (_now(), job_id)) == 1
+
+    def begin_phase(self, job_id, phase, *, expect, release_id=None) -> bool:
+        """Move a running job from phase ``expect`` to ``phase`` (and record ``release_id``); False if it is not
+        running in that phase any more (the server closed it)."""
+        return self._run("UPDATE jobs SET phase = ?, release_id = coalesce(?, release_id) "
+                         "WHERE job_id = ? AND status = 'running' AND phase IS ?",
+                         (phase, release_id, job_id, expect)) == 1
+
+    # -- reading -------------------------------------------------------------------------------------------------
 
     def get(self, job_id):
         """A job as a dict, or None."""
@@ -145,212 +220,3 @@ class JobStore:
                          (analyst, limit, offset), fetch="all")
         n = self._run("SELECT count(*) FROM jobs WHERE analyst = ?", (analyst,), fetch="one")[0]
         return [_as_dict(r) for r in rows], n
-
-
-_COLS = ("job_id, analyst, process_id, dataset, inputs, outputs, status, message, progress, created, started, "
-         "finished, release_id, error")
-
-
-def _as_dict(row):
-    d = dict(zip([c.strip() for c in _COLS.split(",")], row))
-    d["inputs"] = json.loads(d["inputs"])
-    d["outputs"] = None if d["outputs"] is None else json.loads(d["outputs"])
-    d["error"] = None if d["error"] is None else json.loads(d["error"])
-    return d
-
-
-# -- what a worker does ----------------------------------------------------------------------------------------------
-
-def init_worker(owner_log):
-    """Worker start-up: the owner's exact diagnostics go to ``owner_log`` (or nowhere), never to the service log.
-
-    The worker's stderr is the server's; nothing the library says about the
-    private data (``dpgeo.owner`` warnings, Python warnings) may reach it.
-    """
-    import warnings
-
-    handler = logging.FileHandler(owner_log, encoding="utf-8") if owner_log else logging.NullHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    for name in (_OWNER_LOG, "py.warnings", "dpgeo.owner.worker"):
-        lg = logging.getLogger(name)
-        lg.handlers[:] = [handler]
-        lg.propagate = False
-        lg.setLevel(logging.INFO)
-    logging.captureWarnings(True)
-    warnings.simplefilter("default")
-
-
-def _owner(msg, *args):
-    logging.getLogger("dpgeo.owner.worker").warning(msg, *args)
-
-
-def execute_release(spec: dict) -> dict:
-    """Run one release in a worker; returns ``{"ok": True, "release_id": ...}`` or an error answer. Never raises.
-
-    ``spec``: job_id, jobs (path), ledger (path), releases (folder), process_id, params, dataset (a dict of the
-    dataset's configuration), analyst, title, private.
-
-    The pipeline charges the dataset's ledger before it reads the input (a
-    refused release reads nothing), cancels the charge if the input cannot be
-    read, and runs unattended: a condition of the data is a warning for the
-    owner's log, never an error.
-    """
-    from ..budget import Ledger, format_exact
-    from ..counting.inputs import PointFile
-    from ..errors import BudgetExceededError, DataError, DpgeoError, LedgerError
-    from .processes import PROCESSES
-    from .releases import write_release
-
-    job_id = spec["job_id"]
-    store = JobStore(spec["jobs"])
-    try:
-        store.mark_running(job_id)
-    except sqlite3.Error:
-        pass
-    process = PROCESSES[spec["process_id"]]
-    params, dataset = spec["params"], spec["dataset"]
-    who = f"analyst={spec['analyst']} dataset={dataset['name']} process={process.id} epsilon={params['epsilon']:g}"
-
-    def progress(frac, _msg):  # the fraction only: the messages are for the owner
-        try:
-            store.set_progress(job_id, 5 + int(85 * frac))
-        except sqlite3.Error:
-            pass
-
-    phase, rid = "release", None
-    try:
-        points = PointFile(dataset["path"], **dataset["read"])  # read by the pipeline, after the charge
-        result = process.run(points, params, dataset, ledger=spec["ledger"], analyst=spec["analyst"],
-                             progress=progress)
-        rid = result.metadata["release_id"]
-        who += f" release_id={rid} job={job_id}"
-        phase = "write"
-        paths = write_release(spec["releases"], rid, result, title=spec["title"], dataset=dataset["name"],
-                              process_id=process.id, private=spec["private"],
-                              date=result.metadata.get("ledger_release_date") or _now()[:10])
-        Ledger(spec["ledger"]).add_outputs(rid, paths)
-    except BudgetExceededError as exc:
-        return {"ok": False, "log": f"refused (budget): {who} left={format_exact(exc.left_epsilon)}",
-                "error": budget_problem(dataset=exc.dataset, requested=exc.requested_epsilon, total=exc.total_epsilon,
-                                        spent=exc.spent_epsilon, left=exc.left_epsilon)}
-    except LedgerError as exc:
-        if rid is None:
-            return {"ok": False, "log": f"ledger unavailable: {who}: {exc}",
-                    "error": problem(503, DPGEO + "ledger-unavailable", "Ledger unavailable",
-                                     "the privacy-budget ledger cannot be used right now; if the release had not "
-                                     "started, nothing was charged. Try again later")}
-        return _failed(job_id, who, phase, exc, DpgeoError, DataError)
-    except BaseException as exc:  # noqa: BLE001 - the worker answers, never raises
-        return _failed(job_id, who, phase, exc, DpgeoError, DataError)
-    return {"ok": True, "release_id": rid, "log": f"release: {who}"}
-
-
-def _failed(job_id, who, phase, exc, DpgeoError, DataError):
-    """The answer to a release that failed: generic for the analyst; the class (or a configuration error) logged."""
-    _owner("job %s (%s, phase %s) failed:\n%s", job_id, who, phase, traceback.format_exc())
-    # the service log gets the text of configuration errors only, never of anything that may quote the data
-    text = str(exc) if isinstance(exc, DpgeoError) and not isinstance(exc, DataError) else type(exc).__name__
-    return {"ok": False, "log": f"failed in {phase}: {who}: {text}",
-            "error": problem(500, DPGEO + "release-failed", "Release failed",
-                             "the release could not be made because of a problem on the server; the data owner can "
-                             "see the details in the server's log. If it had started, its privacy budget stays "
-                             "spent (the ledger records it).")}
-
-
-def _warm():
-    """Import the heavy modules once, when a worker starts."""
-    from .. import pipeline  # noqa: F401
-    from . import processes, releases  # noqa: F401
-
-    return os.getpid()
-
-
-# -- the pool ----------------------------------------------------------------------------------------------------------
-
-class JobManager:
-    """Runs releases in worker processes and records them; enforces the queue limits."""
-
-    def __init__(self, settings, store: JobStore):
-        self.settings = settings
-        self.store = store
-        self._pool = None
-        self._active = {}      # job_id -> analyst
-        self._tasks = set()
-
-    def start(self):
-        import multiprocessing
-
-        self._pool = ProcessPoolExecutor(max_workers=self.settings.workers, mp_context=multiprocessing.get_context(
-            "spawn"), initializer=init_worker, initargs=(self.settings.owner_log,))
-        for _ in range(self.settings.workers):
-            self._pool.submit(_warm)
-
-    def stop(self, timeout=10.0):
-        """Stop the workers: queued jobs are dropped, running ones get ``timeout`` seconds, then are killed."""
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        procs = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + timeout
-        for p in procs:
-            p.join(max(0.0, deadline - time.monotonic()))
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-
-    def claim(self, job_id, analyst):
-        """Take a place in the queue for ``job_id``: None, or ``(status, detail)`` when the queue is full (all, or
-        this analyst's share).
-
-        Checking and taking happen together, with no ``await`` in between, so
-        that concurrent requests cannot all pass the check before any of them
-        is counted. :meth:`submit` runs the job; :meth:`unclaim` gives the
-        place back if it is never submitted.
-        """
-        mine = sum(1 for a in self._active.values() if a == analyst)
-        if mine >= self.settings.max_jobs_per_analyst:
-            return 429, (f"you have {mine} jobs queued or running, the most this server allows; wait for one to "
-                         "finish")
-        if len(self._active) >= self.settings.max_queued_jobs:
-            return 503, "the server's job queue is full; try again later"
-        self._active[job_id] = analyst
-        return None
-
-    def unclaim(self, job_id):
-        self._active.pop(job_id, None)
-
-    def submit(self, job_id, analyst, spec) -> asyncio.Task:
-        """Queue a release; the returned task resolves to the worker's answer once the job record is final."""
-        self._active[job_id] = analyst  # (already there after claim)
-        task = asyncio.get_running_loop().create_task(self._run(job_id, spec, time.monotonic()))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _run(self, job_id, spec, t0):
-        loop = asyncio.get_running_loop()
-        try:
-            try:
-                out = await loop.run_in_executor(self._pool, execute_release, spec)
-            except BrokenProcessPool:
-                out = {"ok": False, "log": f"worker died: job={job_id} analyst={spec['analyst']} "
-                                           f"dataset={spec['dataset']['name']}",
-                       "error": problem(500, DPGEO + "release-failed", "Release failed",
-                                        "the release could not be made because of a problem on the server; if it "
-                                        "had started, its privacy budget stays spent")}
-                self.stop(timeout=0)
-                self.start()
-            except Exception as exc:  # noqa: BLE001
-                out = {"ok": False, "log": f"job {job_id} failed to run: {type(exc).__name__}",
-                       "error": problem(500, DPGEO + "release-failed", "Release failed",
-                                        "the release could not be made because of a problem on the server")}
-            pad = self.settings.min_job_seconds - (time.monotonic() - t0)
-            if pad > 0:  # the job's duration says nothing about the data below this
-                await asyncio.sleep(pad)
-            self.store.finish(job_id, ok=out["ok"], release_id=out.get("release_id"), error=out.get("error"),
-                              message=None if out["ok"] else out["error"]["title"])
-            (LOG.info if out["ok"] else LOG.warning)("%s", out["log"])
-            return out
-        finally:
-            self._active.pop(job_id, None)

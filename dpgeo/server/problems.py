@@ -39,8 +39,9 @@ class ApiError(Exception):
     @classmethod
     def unauthorized(cls):
         return cls(401, DPGEO + "unauthorized", "Unauthorized",
-                   "this needs a valid analyst token: send the header 'Authorization: Bearer <token>'",
-                   headers={"WWW-Authenticate": 'Bearer realm="dpgeo"'})
+                   "this needs a valid analyst token: send the header 'Authorization: Bearer <token>' (or HTTP "
+                   "Basic with the token as the password)",
+                   headers={"WWW-Authenticate": 'Bearer realm="dpgeo", Basic realm="dpgeo", charset="UTF-8"'})
 
     @classmethod
     def not_found(cls, what="resource"):

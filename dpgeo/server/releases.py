@@ -6,9 +6,12 @@ A release ``<id>`` (the ledger's release id: 128 random bits as hex) is stored a
   :meth:`dpgeo.result.ClusterLayer.to_file` writes them (the GeoJSON in
   EPSG:4326, RFC 7946);
 * ``<id>.json`` — the record the service lists: title, dataset, process,
-  date, feature count, extent and the privacy metadata. It is written last,
-  atomically, so a release appears as a collection only once its files are
-  complete, and without a restart.
+  date, feature count, extent and the privacy metadata. A worker writes it
+  as ``<id>.pending.json`` (:func:`write_release`); the server publishes it
+  by renaming it (:func:`publish_release`, atomic) once the job is recorded
+  as successful, so a release appears as a collection only with its job
+  completed, and without a restart. A release whose job failed is removed
+  (:func:`discard_release`).
 
 Nothing here reads the private input: a release holds DP output and public
 parameters only. Ids are checked against their pattern before any path is
@@ -28,7 +31,7 @@ import numpy as np
 
 from ..io.atomic import TMP_PREFIX
 
-__all__ = ["RELEASE_ID", "ReleaseStore", "write_release"]
+__all__ = ["RELEASE_ID", "ReleaseStore", "discard_release", "pending_releases", "publish_release", "write_release"]
 
 #: A release id: the ledger's 32 lowercase hex digits.
 RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -48,8 +51,12 @@ def _atomic_json(path, obj):
         raise
 
 
+PENDING = ".pending.json"
+
+
 def write_release(folder, release_id, result, *, title, dataset, process_id, private, date, html=True):
-    """Write a release's files, then its record (which publishes it); returns the paths written.
+    """Write a release's files, then its pending record (:func:`publish_release` publishes it); returns the
+    paths of the files.
 
     Runs in a worker, after the mechanism: post-processing of the DP output only.
     """
@@ -87,8 +94,44 @@ def write_release(folder, release_id, result, *, title, dataset, process_id, pri
         os.chmod(tmp, 0o644)
         os.replace(tmp, paths["html"])
         record["files"]["html"] = os.path.basename(paths["html"])
-    _atomic_json(os.path.join(folder, f"{release_id}.json"), record)
+    _atomic_json(os.path.join(folder, f"{release_id}{PENDING}"), record)
     return list(paths.values())
+
+
+def publish_release(folder, release_id):
+    """Publish a written release (rename its pending record, atomically); returns the paths of its files, or
+    None when there is nothing to publish."""
+    if not RELEASE_ID.match(release_id or ""):
+        return None
+    pending, final = os.path.join(folder, f"{release_id}{PENDING}"), os.path.join(folder, f"{release_id}.json")
+    if os.path.exists(pending):
+        os.replace(pending, final)
+    try:
+        with open(final, encoding="utf-8") as f:
+            files = json.load(f).get("files", {})
+    except (OSError, ValueError):
+        return None
+    return [os.path.join(folder, name) for name in files.values() if name == os.path.basename(name)]
+
+
+def discard_release(folder, release_id):
+    """Remove the files of a release that was written but will not be published (its job failed)."""
+    if not RELEASE_ID.match(release_id or "") or os.path.exists(os.path.join(folder, f"{release_id}.json")):
+        return
+    for suffix in (PENDING, ".gpkg", ".geojson", ".html"):
+        try:
+            os.unlink(os.path.join(folder, f"{release_id}{suffix}"))
+        except FileNotFoundError:
+            pass
+
+
+def pending_releases(folder) -> list:
+    """Ids of the releases written but not yet published."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return sorted(n[:-len(PENDING)] for n in names if n.endswith(PENDING) and RELEASE_ID.match(n[:-len(PENDING)]))
 
 
 def _study_area_bbox(domain):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from qgis.core import QgsProcessingAlgorithm, QgsProcessingException
 
+from .declared import qgis_parameter
 from .deps import DpgeoImportError, import_dpgeo
 from .ledger import LedgerMixin
 from .parameters import ParametersMixin, exact, tr
@@ -22,7 +23,7 @@ from .resources import plugin_icon
 from .running import Cancelled, RunningMixin
 from .writing import WritingMixin
 
-__all__ = ["DpgeoAlgorithmBase"]
+__all__ = ["DpgeoAlgorithmBase", "DeclaredBase"]
 
 
 class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixin, WritingMixin,
@@ -122,3 +123,31 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
         if feedback.isCanceled():
             raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written."))
         return self.write_result(result, parameters, context, feedback)
+
+
+class DeclaredBase(DpgeoAlgorithmBase):
+    """What every algorithm of a declared mechanism takes from its declaration: name, title, description and
+    the declared parameters."""
+
+    def __init__(self, mechanism, *extra):
+        super().__init__()
+        self.mechanism = mechanism
+        self._extra = extra
+
+    def createInstance(self):  # noqa: N802 (QGIS API)
+        return type(self)(self.mechanism, *self._extra)
+
+    def name(self):
+        return self.mechanism.qgis_id
+
+    def displayName(self):  # noqa: N802 (QGIS API)
+        return tr(self.mechanism.title)
+
+    def shortDescription(self):  # noqa: N802 (QGIS API)
+        return tr(self.mechanism.summary)
+
+    def add_declared(self, advanced: bool):
+        """The declared parameters offered in QGIS, the main ones or the advanced ones."""
+        for p in self.mechanism.offered("qgis"):
+            if p.advanced == advanced:
+                self.addParameter(qgis_parameter(p))

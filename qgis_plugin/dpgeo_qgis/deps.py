@@ -178,9 +178,10 @@ def fix_message(error: BaseException | None = None, tried=None) -> str:
         "then restart QGIS. In a terminal run:",
         "",
         f"    {_quote(_qgis_python())} -m venv --system-site-packages {_quote(venv)}",
-        f"    {_quote(venv_py)} -m pip install {_numpy_pin()}dpgeo",
+        f"    {_quote(venv_py)} -m pip install {_numpy_pin()}/path/to/dpgeo",
         "",
-        "(to install from a source checkout, put its folder in place of 'dpgeo'; the numpy pin keeps "
+        "(/path/to/dpgeo: the folder of a dpgeo source checkout, or a dpgeo wheel built from one with "
+        "'python3 -m pip wheel --no-deps -w dist .'; dpgeo is not on a package index. The numpy pin keeps "
         "the numpy that QGIS itself was built with).",
         f"The plugin finds that folder by itself. To use another environment made the same way, set "
         f"the environment variable {ENV_VAR} to its folder before starting QGIS, or run "

@@ -3,8 +3,9 @@
 The plugin never charges anything itself: the library charges each private
 run once, in its own ledger transaction (``dataset=``, ``ledger=`` of
 ``dpgeo.dbscan_spans`` / ``dpgeo.wavecluster``). What the plugin adds is
-what a dialog needs: the dataset's key (the name the owner gives, else the
-input file's resolved path, said in the log), the budget spent and left,
+what a dialog needs: the dataset (the name the owner gives, checked against
+the input file's content; else the declared dataset the file holds, found by
+the library from its content; said in the log), the budget spent and left,
 logged before the run, and a refusal before any point is read when the run
 would take the dataset past its declared total. The library checks the
 total again when it charges (under the ledger's lock), so two runs started
@@ -35,16 +36,20 @@ def _fmt(value) -> str:
     return format_exact(value)
 
 
-def budget_after_line(md: dict) -> str | None:
-    """One log line on the dataset's budget after a release (None when nothing was charged)."""
+def budget_after_line(md: dict, record: dict | None = None) -> str | None:
+    """One log line on the dataset's budget after a release (None when nothing was charged).
+
+    ``record`` is the release's owner-side ledger record (``Release.ledger_record``): it names the dataset
+    even when the release publishes no name.
+    """
     if md.get("dataset_spent_epsilon") is None:
         return None
-    name = md.get("dataset")
+    name = (record or {}).get("dataset") or md.get("dataset")
     spent = md.get("dataset_spent_epsilon_exact", f"{md['dataset_spent_epsilon']:g}")
     total = md.get("dataset_total_epsilon")
     if total is None:
-        return tr("Privacy budget of dataset {!r} after this release: ε {} spent so far, no total declared.").format(
-            name, spent)
+        return tr("Privacy budget of dataset {!r} after this release: ε {} spent so far, no total declared: nothing "
+                  "limits its spending.").format(name, spent)
     left = max(total - md["dataset_spent_epsilon"], 0.0)
     return tr("Privacy budget of dataset {!r} after this release: ε {} of {:g} spent, {:.6g} left.").format(
         name, spent, total, left)
@@ -60,7 +65,7 @@ class LedgerMixin:
         """The dataset name and the ledger file (both optional)."""
         d = QgsProcessingParameterString(
             self.DATASET,
-            self.tr("Dataset name in the privacy-budget ledger (default: the input file's path)"),
+            self.tr("Dataset name in the privacy-budget ledger (default: the declared dataset the input file holds)"),
             optional=True,
         )
         # in the dialog, the dataset's budget is shown under the name, live (budget_widget.py)
@@ -69,7 +74,9 @@ class LedgerMixin:
             "The population this result protects, e.g. 'police stops 2017'. Every release of the same people "
             "is charged to this name, whatever file they come from, and a run that would exceed the total "
             "declared for it (dpgeo budget set NAME --total EPSILON) is refused before any point is read. "
-            "Without a name, the input file's resolved path is used."))
+            "Without a name, the dataset declared for the input file's content is used (dpgeo budget declare NAME "
+            "--file FILE --total EPSILON), under any file name or folder; a file no dataset was declared for is "
+            "charged to a key of its content, and nothing limits its spending."))
         self.addParameter(d)
         f = QgsProcessingParameterFile(
             self.LEDGER,
@@ -105,25 +112,23 @@ class LedgerMixin:
         path = parts.get("path") or ""
         return os.path.realpath(path) if path and os.path.isfile(path) else None
 
-    def dataset_choice(self, parameters, context):
-        """``(key, note)``: the ledger key of this run and a log line saying where it came from."""
-        if self._has_parameter(self.DATASET) and is_set(parameters.get(self.DATASET)):
-            name = self.parameterAsString(parameters, self.DATASET, context).strip()
-            if name:
-                return name, None
-        from dpgeo.budget import dataset_key_for_path
-        from dpgeo.release import IN_MEMORY_DATASET
+    def dataset_choice(self, parameters, context, record=True):
+        """``(choice, notes)``: the dataset this run is charged to (a ``dpgeo.release.DatasetChoice``) and what
+        to tell the owner about it.
 
-        path = self.input_file(parameters, context)
-        if path is not None:
-            key = dataset_key_for_path(path)
-            return key, self.tr(
-                "No dataset name given: the privacy budget is kept under the input file's path {!r}. Name the "
-                "dataset ('Dataset name') so that every file holding the same people shares one budget.").format(key)
-        return IN_MEMORY_DATASET, self.tr(
-            "No dataset name given and the input layer is not a file: the privacy budget is kept under {!r}, "
-            "shared by every unnamed layer that is not a file. Name the dataset ('Dataset name').").format(
-            IN_MEMORY_DATASET)
+        The library decides, as for the command line: a named dataset is checked against the input file's
+        content; without a name, a file whose content is a declared dataset is charged to that dataset, any
+        other file to a key of its content (shared by its copies), and a layer that is not a file to the shared
+        in-memory key. ``record=False`` (the dialog's live line) records nothing in the ledger.
+        """
+        from dpgeo.release import choose_dataset
+
+        name = None
+        if self._has_parameter(self.DATASET) and is_set(parameters.get(self.DATASET)):
+            name = self.parameterAsString(parameters, self.DATASET, context).strip() or None
+        choice = choose_dataset(self.input_file(parameters, context), name,
+                                ledger=self.ledger_file(parameters, context), record=record)
+        return choice, list(choice.notes)
 
     def check_budget(self, parameters, context, feedback, *, epsilon, private):
         """Log the dataset's budget and refuse a run beyond its total, before any data is read.
@@ -136,14 +141,15 @@ class LedgerMixin:
         from dpgeo.budget import Ledger, exact_value
         from dpgeo.errors import DpgeoError
 
-        key, note = self.dataset_choice(parameters, context)
-        if note:
-            feedback.pushInfo(note)
         try:
+            choice, notes = self.dataset_choice(parameters, context)
             ledger = Ledger(self.ledger_file(parameters, context))
-            budget = ledger.budget(key)
-        except DpgeoError as err:  # LedgerError: corrupt, locked, newer dpgeo; ParameterError: a bad name
+            budget = ledger.budget(choice.key)
+        except DpgeoError as err:  # LedgerError: corrupt, locked, newer dpgeo; ParameterError: a bad or wrong name
             raise QgsProcessingException(str(err)) from err
+        for note in notes:
+            feedback.pushInfo(note)
+        key = choice.key
         self._ledger_path = ledger.path
         spent, total, left = budget.spent_epsilon, budget.total_epsilon, budget.left_epsilon
         where = self.tr("privacy budget of dataset {!r} (ledger {})").format(key, ledger.path)
@@ -151,7 +157,7 @@ class LedgerMixin:
         if not private or epsilon is None:
             feedback.pushInfo(self.tr("This run is NOT differentially private, so it is not charged to the {}: "
                                       "{}.").format(where, state))
-            return {"dataset": key, "ledger": ledger.path}
+            return {"dataset": choice, "ledger": ledger.path}
         eps = exact_value(epsilon)
         if total is not None and spent + eps > total:
             raise QgsProcessingException(self.tr(
@@ -161,13 +167,14 @@ class LedgerMixin:
                 where, _fmt(total), _fmt(spent), _fmt(left), _fmt(eps), _fmt(left)))
         feedback.pushInfo(self.tr("Before this run, the {}: {}. This run spends ε {}.").format(
             where, state, _fmt(eps)))
-        return {"dataset": key, "ledger": ledger.path}
+        return {"dataset": choice, "ledger": ledger.path}
 
     def _state(self, budget) -> str:
         """What a dataset has spent and has left, in words."""
         if budget.total_epsilon is None:
-            return self.tr("ε {} spent in {} release(s), no total declared (declare one: dpgeo budget set "
-                           "NAME --total EPSILON)").format(_fmt(budget.spent_epsilon), budget.n_charged)
+            return self.tr("ε {} spent in {} release(s), no total declared: nothing limits its spending (declare "
+                           "the dataset once: dpgeo budget declare NAME --file FILE --total EPSILON)").format(
+                _fmt(budget.spent_epsilon), budget.n_charged)
         return self.tr("ε {} of {} spent, {} left").format(_fmt(budget.spent_epsilon), _fmt(budget.total_epsilon),
                                                           _fmt(budget.left_epsilon))
 
@@ -187,7 +194,8 @@ class LedgerMixin:
         import_dpgeo()
         from dpgeo.budget import Ledger, exact_value
 
-        key, _ = self.dataset_choice(parameters, context)
+        choice, _ = self.dataset_choice(parameters, context, record=False)
+        key = choice.key
         ledger = Ledger(self.ledger_file(parameters, context))
         budget = ledger.budget(key)
         line = self.tr("Dataset {!r}: {}.").format(key, self._state(budget))

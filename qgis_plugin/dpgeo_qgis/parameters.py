@@ -119,14 +119,16 @@ class ParametersMixin:
         p.setHelp(self.tr("Total privacy budget spent on this run."))
         self.addParameter(p)
 
-    def add_study_area(self, data_fallback=True):
+    def add_study_area(self, data_fallback=False):
+        """The public study area: an extent or a polygon layer, one of them required when the run starts.
+
+        ``data_fallback`` is kept for callers; it changes nothing: a run without a study area is refused, as on the
+        command line (the private layer's own extent would be written into the output).
+        """
         label = self.tr("Public study area — extent")
         help_text = self.tr("A public extent that contains the points, e.g. the city's bounding box. Never take "
-                            "it from the private layer.")
-        if data_fallback:
-            label = self.tr("Public study area — extent (give none: result NOT private)")
-            help_text += self.tr(" If neither an extent nor a polygon layer is given, the private layer's own "
-                                 "extent is used and the result is marked not differentially private.")
+                            "it from the private layer. Give an extent or a polygon layer: a run without a study "
+                            "area is refused.")
         p = QgsProcessingParameterExtent(self.STUDY_AREA_EXTENT, label, optional=True)
         p.setHelp(help_text)
         self.addParameter(p)
@@ -266,28 +268,23 @@ class ParametersMixin:
             bounds = (rect.xMinimum(), rect.yMinimum(), rect.xMaximum(), rect.yMaximum())
             if source is not None and self._same_as_layer_extent(rect, crs, source, context):
                 # e.g. picked with "Calculate from layer" on the private layer itself
-                feedback.reportError(
-                    self.tr("The study area extent is the private layer's own extent. An extent computed from "
-                            "the private points is not protected by differential privacy, so the library derives "
-                            "the grid from the data and this result is marked NOT differentially private. Use a "
-                            "public extent (e.g. the city's official boundary) instead."),
-                    False,
-                )
-                return {"domain": None, "domain_crs": None, "domain_from_data": True}
+                raise QgsProcessingException(self.tr(
+                    "The study area extent is the private layer's own extent (e.g. 'Calculate from layer' on the "
+                    "private layer): an extent computed from the private points is not protected by differential "
+                    "privacy and would be written into the output. Give a public extent or polygon layer, e.g. the "
+                    "city's official boundary."))
             feedback.pushInfo(self.tr("Study area: extent {} ({}).").format(
                 ", ".join(f"{v:.6g}" for v in bounds), crs.authid() or crs.description()))
             return {"domain": bounds, "domain_crs": crs_for_library(crs), "domain_from_data": False}
-        # Nothing given: fall back to the private layer's own extent, which is not private.
-        if source is None:
-            raise QgsProcessingException(self.tr("Give a public study area (an extent or a polygon layer)."))
-        feedback.reportError(
-            self.tr("No study area was given, so the private layer's own extent is used. That extent is computed "
-                    "from the private points without any privacy protection, so this result is NOT "
-                    "differentially private and must not be published. To get a private result, give a public "
-                    "study area (an extent or a polygon layer such as the city boundary)."),
-            False,
-        )
-        return {"domain": None, "domain_crs": None, "domain_from_data": True}
+        # Nothing given: refused, with the command line's message (no fallback to the data's own extent)
+        from dpgeo.domain import as_study_area
+        from dpgeo.errors import DpgeoError
+
+        try:
+            as_study_area(None)
+        except DpgeoError as err:
+            raise QgsProcessingException(str(err)) from err
+        raise QgsProcessingException(self.tr("Give a public study area (an extent or a polygon layer)."))
 
     @staticmethod
     def _same_as_layer_extent(rect, crs, source, context) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from qgis.core import Qgis, QgsApplication, QgsMessageLog
 from qgis.PyQt.QtWidgets import QAction, QMenu, QMessageBox, QPushButton, QToolButton
 
+from .algorithms import algorithms
 from .deps import dpgeo_available
 from .provider import PROVIDER_ID, DpgeoProvider
 from .resources import ICON_PATH, plugin_icon
@@ -15,13 +16,6 @@ __all__ = ["DpgeoPlugin", "plugin_icon", "ICON_PATH", "MENU_NAME", "MAIN_ALGORIT
 MENU_NAME = "&dpgeo"
 #: Algorithm opened by the toolbar button.
 MAIN_ALGORITHM = f"{PROVIDER_ID}:dbscanspans"
-#: (algorithm id, menu text) of the menu entries.
-MENU_ENTRIES = [
-    (f"{PROVIDER_ID}:dbscanspans", "DP-DBSCAN cluster spans…"),
-    (f"{PROVIDER_ID}:wavecluster", "DP WaveCluster…"),
-    (f"{PROVIDER_ID}:kmeans", "DP k-means (Voronoi cells)…"),
-    (f"{PROVIDER_ID}:noisepreview", "Noise preview (spends no budget)…"),
-]
 LOG_TAG = "dpgeo"
 
 
@@ -46,7 +40,8 @@ class DpgeoPlugin:
         self.initProcessing()
         parent = self.iface.mainWindow()
 
-        for alg_id, text in MENU_ENTRIES:
+        # one entry per algorithm the provider has (one per mechanism the library declares)
+        for alg_id, text in [(f"{PROVIDER_ID}:{a.name()}", f"{a.displayName()}…") for a in algorithms()]:
             action = QAction(plugin_icon(), text, parent)
             action.setObjectName(f"dpgeo_menu_{alg_id.split(':')[1]}")
             action.triggered.connect(lambda _checked=False, a=alg_id: self.open_dialog(a))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from qgis.core import QgsProcessingProvider
 
-from .algorithms import ALGORITHMS
+from .algorithms import algorithms
 from .resources import ICON_PATH, plugin_icon, plugin_version
 
 __all__ = ["DpgeoProvider", "PROVIDER_ID"]
@@ -32,5 +32,5 @@ class DpgeoProvider(QgsProcessingProvider):
         return ICON_PATH
 
     def loadAlgorithms(self):  # noqa: N802 (QGIS API)
-        for cls in ALGORITHMS:
-            self.addAlgorithm(cls())
+        for alg in algorithms():  # one per mechanism the library declares (none without the library)
+            self.addAlgorithm(alg)

@@ -22,7 +22,7 @@ from qgis.PyQt.QtGui import QColor, QFont
 
 from .deps import import_dpgeo
 
-__all__ = ["style_cluster_layer", "palette"]
+__all__ = ["style_cluster_layer", "style_layer", "STYLES", "palette"]
 
 
 def palette():
@@ -83,3 +83,12 @@ def style_cluster_layer(layer) -> bool:
         layer.setLabelsEnabled(True)
     layer.triggerRepaint()
     return True
+
+
+#: The styles a mechanism's declaration may name (``Mechanism.style``), by name.
+STYLES = {"clusters": style_cluster_layer}
+
+
+def style_layer(layer, style: str = "clusters") -> bool:
+    """Apply the named style (:data:`STYLES`; a mechanism's ``style``) to a layer dpgeo wrote."""
+    return STYLES.get(style, style_cluster_layer)(layer)

@@ -35,7 +35,7 @@ from qgis.PyQt.QtCore import QVariant
 
 from .ledger import budget_after_line
 from .parameters import exact, is_set, tr
-from .style import style_cluster_layer
+from .style import style_layer
 
 __all__ = ["WritingMixin", "apply_metadata", "qgis_crs_from_pyproj", "destination_file", "write_file_metadata"]
 
@@ -70,15 +70,16 @@ def qgis_crs_from_pyproj(crs) -> QgsCoordinateReferenceSystem:
 class _MetadataPostProcessor(QgsProcessingLayerPostProcessorInterface):
     """Applies privacy metadata and the cluster style to the layer QGIS loads."""
 
-    def __init__(self, metadata: dict, summary: str, title: str):
+    def __init__(self, metadata: dict, summary: str, title: str, style: str = "clusters"):
         super().__init__()
         self.metadata = metadata
         self.summary = summary
         self.title = title
+        self.style = style
 
     def postProcessLayer(self, layer, context, feedback):  # noqa: N802 (QGIS API)
         apply_metadata(layer, self.metadata, self.summary, self.title)
-        style_cluster_layer(layer)
+        style_layer(layer, self.style)
 
 
 def apply_metadata(layer, metadata: dict, summary: str, title: str) -> None:
@@ -322,7 +323,7 @@ class WritingMixin:
         feedback.pushInfo(self.tr("The release (only differentially private values; this is what the output "
                                   "layer's metadata holds):"))
         feedback.pushInfo(summary)
-        line = budget_after_line(metadata)
+        line = budget_after_line(metadata, getattr(result, "ledger_record", None))
         if line:
             feedback.pushInfo(line)
         if not private:
@@ -345,6 +346,11 @@ class WritingMixin:
         }
         return dict(self._results)
 
+    def layer_style(self) -> str:
+        """The style of the output layer: the mechanism's declared one."""
+        mech = getattr(self, "mechanism", None)
+        return getattr(mech, "style", "clusters")
+
     def layer_title(self):
         private = bool((self._metadata or {}).get("differentially_private"))
         eps = (self._metadata or {}).get("epsilon")
@@ -358,7 +364,7 @@ class WritingMixin:
         layer = QgsProcessingUtils.mapLayerFromString(self._dest_id, context)
         if layer is not None:
             apply_metadata(layer, self._metadata, self._summary, title)
-            style_cluster_layer(layer)
+            style_layer(layer, self.layer_style())
             _persist(layer, feedback)
             try:
                 written = write_file_metadata(layer, self._metadata)
@@ -369,7 +375,7 @@ class WritingMixin:
             out = written or destination_file(self._dest_id)  # any file output is recorded with the release
             self.record_outputs(self._metadata, [out] if out and os.path.isfile(out) else [], feedback)
         if context.willLoadLayerOnCompletion(self._dest_id):
-            pp = _MetadataPostProcessor(self._metadata, self._summary, title)
+            pp = _MetadataPostProcessor(self._metadata, self._summary, title, self.layer_style())
             # The processing context deletes its post-processors: hand ownership to C++ (so that Python
             # never deletes it a second time) and keep the Python object alive until then.
             sip.transferto(pp, None)

@@ -73,8 +73,8 @@ def test_unzipped_plugin_imports(plugin_zip, tmp_path):
         "    m = importlib.import_module(name)\n"
         f"    assert m.__file__.startswith({str(tmp_path)!r}), m.__file__\n"
         "from dpgeo_qgis.provider import DpgeoProvider\n"
-        "from dpgeo_qgis.algorithms import ALGORITHMS\n"
-        "print(sorted(cls().name() for cls in ALGORITHMS))\n"
+        "from dpgeo_qgis.algorithms import algorithms\n"
+        "print(sorted(alg.name() for alg in algorithms()))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the unzipped plugin
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,

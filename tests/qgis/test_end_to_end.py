@@ -58,15 +58,16 @@ def test_dbscan_spans_on_the_sample_layer(plugin, processing_module, sample_poin
     assert any("differentially_private" in line for line in feedback.infos)  # the summary is logged
 
 
-def test_dbscan_spans_without_study_area_is_not_private(plugin, processing_module, sample_points, feedback):
+def test_dbscan_spans_without_study_area_is_refused(plugin, processing_module, sample_points, feedback, tmp_path):
+    from qgis.core import QgsProcessingException
+
     path, name = sample_points
-    res = processing_module.run("dpgeo:dbscanspans", {
-        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100,
-        "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
-    assert res["DIFFERENTIALLY_PRIVATE"] is False
-    meta = _check_cluster_layer(res["OUTPUT"], private=False)
-    assert meta["not_private_reasons"]
-    assert any("No study area was given" in e for e in feedback.errors)
+    out = tmp_path / "spans.gpkg"
+    with pytest.raises(QgsProcessingException, match="no study area given"):
+        processing_module.run("dpgeo:dbscanspans", {
+            "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100,
+            "OUTPUT": str(out)}, feedback=feedback)
+    assert not out.exists()  # nothing written, and so no extent of the data anywhere
 
 
 def test_library_error_is_a_processing_exception(plugin, processing_module, sample_points, sample_study_area):

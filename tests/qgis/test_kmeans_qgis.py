@@ -65,7 +65,7 @@ def test_kmeans_on_the_sample_layer(plugin, processing_module, sample_points, sa
     for f in layer.getFeatures():
         assert f.geometry().contains(QgsGeometry.fromPointXY(QgsPointXY(f["centroid_x"], f["centroid_y"])))
     # charged once, to the default ledger, as from the command line and the API
-    rec = [r for r in Ledger().budget(meta["dataset"]).releases if r.release_id == meta["release_id"]]
+    rec = [r for b in Ledger().history() for r in b.releases if r.release_id == meta["release_id"]]
     assert len(rec) == 1 and rec[0].mechanism == "dp-kmeans" and rec[0].status == "completed"
 
 
@@ -84,15 +84,21 @@ def test_kmeans_per_person_and_advanced_parameters(plugin, processing_module, sa
     assert meta["noise_q_layer"] == pytest.approx(math.exp(-0.5 / 20))
 
 
-def test_kmeans_seed_or_no_study_area_is_not_private(plugin, processing_module, sample_points, feedback):
+def test_kmeans_seed_is_not_private_and_no_study_area_is_refused(plugin, processing_module, sample_points,
+                                                                  sample_study_area, feedback):
+    from qgis.core import QgsProcessingException
+
     path, name = sample_points
     res = processing_module.run("dpgeo:kmeans", {
-        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "K": 3, "SEED": 3, "OUTPUT": "TEMPORARY_OUTPUT"},
-        feedback=feedback)
+        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "K": 3, "SEED": 3, "STUDY_AREA_LAYER": sample_study_area,
+        "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
     assert res["DIFFERENTIALLY_PRIVATE"] is False
     meta = _check_kmeans_layer(res["OUTPUT"], private=False)
-    assert len(meta["not_private_reasons"]) == 2 and "dataset_spent_epsilon" not in meta
+    assert len(meta["not_private_reasons"]) == 1 and "dataset_spent_epsilon" not in meta
     assert any("NOT" in e for e in feedback.errors)
+    with pytest.raises(QgsProcessingException, match="no study area given"):
+        processing_module.run("dpgeo:kmeans", {"INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "K": 3,
+                                               "OUTPUT": "TEMPORARY_OUTPUT"})
 
 
 def test_kmeans_bad_k_is_a_processing_error(plugin, processing_module, sample_points, sample_study_area):

@@ -82,11 +82,11 @@ def test_release_is_charged_once_logged_and_readable_by_dpgeo_info(plugin, proce
 
     # `dpgeo info` on the file QGIS wrote prints the same metadata as for a file the command line writes
     text = _dpgeo_info(out)
-    for key, value in (("release_id", rec.release_id), ("dataset", "police stops 2017"),
-                       ("dataset_spent_epsilon", "1"), ("dataset_total_epsilon", "1.5"), ("epsilon", "1"),
-                       ("delta", "0"), ("differentially_private", "True")):
-        assert any(line.split(":")[0].strip() == key and line.split(":", 1)[1].strip() == value
-                   for line in text.splitlines()), (key, text)
+    rows = {line[2:26].strip(): line[26:].strip() for line in text.splitlines() if line.startswith("  ")}
+    for label, value in (("release id", rec.release_id), ("dataset", "police stops 2017"),
+                         ("dataset's ε spent", "1"), ("dataset's total ε", "1.5"), ("ε (privacy budget)", "1"),
+                         ("δ", "0 (pure ε-DP)"), ("differentially private", "yes: differentially private")):
+        assert rows.get(label) == value, (label, text)
     assert "DP-DBSCAN" in text
     assert json.loads(_dpgeo_info(out, "--json")) == meta
     from dpgeo.release import read_release
@@ -149,21 +149,33 @@ def test_any_file_output_is_recorded_with_its_release(plugin, processing_module,
     assert list(rec.outputs) == [str(out.resolve())]
 
 
-def test_without_a_name_the_dataset_is_the_input_files_resolved_path(plugin, processing_module, sample_points,
-                                                                     sample_study_area, feedback, tmp_path):
+def test_without_a_name_the_dataset_is_found_from_the_input_files_content(plugin, processing_module, sample_points,
+                                                                            sample_study_area, feedback, tmp_path):
     path, name = sample_points
-    link = tmp_path / "link.gpkg"
-    link.symlink_to(path)
+    copy = tmp_path / "renamed copy.gpkg"
+    shutil.copy(path, copy)
     ledger_file = tmp_path / "ledger.sqlite"
+    # undeclared: a key of the content, shared by the copy; nothing published; the log says nothing limits it
     res = processing_module.run("dpgeo:dbscanspans", _params(
-        sample_points, sample_study_area, INPUT=f"{link}|layername={name}", LEDGER=str(ledger_file)),
+        sample_points, sample_study_area, INPUT=f"{copy}|layername={name}", LEDGER=str(ledger_file)),
         feedback=feedback)
-    key = os.path.realpath(path)
-    assert _ledger(ledger_file).datasets() == [key]
-    assert json.loads(res["METADATA_JSON"])["dataset"] == key
-    notes = [line for line in feedback.infos if line.startswith("No dataset name given")]
-    assert len(notes) == 1 and key in notes[0]  # said once
-    assert any("no total declared" in line for line in feedback.infos)
+    (key,) = _ledger(ledger_file).datasets()
+    assert key.startswith("unnamed file ") and "dataset" not in json.loads(res["METADATA_JSON"])
+    assert str(copy) not in res["METADATA_JSON"] and str(tmp_path) not in res["METADATA_JSON"]
+    assert any("nothing limits what it spends" in line for line in feedback.infos)
+    # declared once (the command line's dpgeo budget declare): the copy is charged to it, by name
+    _ledger(ledger_file).declare("minneapolis-stops", [path], total_epsilon=5)
+    res = processing_module.run("dpgeo:dbscanspans", _params(
+        sample_points, sample_study_area, INPUT=f"{copy}|layername={name}", LEDGER=str(ledger_file)))
+    assert json.loads(res["METADATA_JSON"])["dataset"] == "minneapolis-stops"
+    assert _ledger(ledger_file).budget("minneapolis-stops").spent_epsilon == 2
+    # another name for the declared content is refused before anything is read
+    from qgis.core import QgsProcessingException
+
+    with pytest.raises(QgsProcessingException, match="declared as dataset 'minneapolis-stops'"):
+        processing_module.run("dpgeo:dbscanspans", _params(
+            sample_points, sample_study_area, INPUT=f"{copy}|layername={name}", LEDGER=str(ledger_file),
+            DATASET="stops"))
 
 
 def test_the_default_ledger_is_the_command_lines(plugin, processing_module, sample_points, sample_study_area,
@@ -299,8 +311,9 @@ def test_the_dialog_shows_the_datasets_budget_live(plugin, processing_module, st
         assert label is not None
 
         wrappers["INPUT"].setParameterValue(layer.id(), context)
-        wrappers["DATASET"].setValue("")  # the default: the input file's path
-        assert f"Dataset {os.path.realpath(path)!r}: ε 0 spent in 0 release(s), no total declared" in label.text()
+        wrappers["DATASET"].setValue("")  # the default: found from the input file's content (undeclared here)
+        assert "Dataset 'unnamed file " in label.text() and "nothing limits its spending" in label.text()
+        assert _ledger(ledger_file).datasets() == ["dialog test"]  # the dialog only reads the ledger
 
         wrappers["DATASET"].setValue("dialog test")
         wrappers["EPSILON"].setParameterValue(1.5, context)

@@ -60,7 +60,7 @@ def test_plugin_loads_registers_and_unloads(load_plugin, stub_iface):
     assert submenu is not None
     assert [a.text() for a in submenu.actions()] == [
         "DP-DBSCAN cluster spans…", "DP WaveCluster…", "DP k-means (Voronoi cells)…",
-        "Noise preview (spends no budget)…"]
+        "Noise preview for DP-DBSCAN (spends no budget)…"]
     action = plugin.toolbar_action
 
     assert qgis.utils.unloadPlugin(PLUGIN_NAME)
@@ -136,8 +136,9 @@ def test_dbscan_parameters(plugin):
     outputs = {o.name() for o in alg.outputDefinitions()}
     assert {"OUTPUT", "DIFFERENTIALLY_PRIVATE", "N_CLUSTERS", "METADATA_JSON"} <= outputs
     assert "privat" in alg.shortHelpString().lower()
-    # the privacy-budget ledger: a dataset name (default the input's path) and a ledger file (default the CLI's)
-    assert params["DATASET"].type() == "string" and "input file's path" in params["DATASET"].description()
+    # the privacy-budget ledger: a dataset name (default the declared dataset the input file holds, found from its
+    # content) and a ledger file (default the CLI's)
+    assert params["DATASET"].type() == "string" and "declared dataset" in params["DATASET"].description()
     assert params["LEDGER"].type() == "file" and params["LEDGER"].behavior() == params["LEDGER"].File
     assert "refused before any point is read" in alg.shortHelpString()
 
@@ -149,7 +150,7 @@ def test_wavecluster_parameters(plugin):
     method_labels = params["METHOD"].options()
     assert [label.split(" ")[0] for label in method_labels] == ["PrivTHR", "PrivTHR_EM", "PrivQT", "Baseline",
                                                                 "exact"]
-    assert [v for _, v in alg.METHODS] == ["privthr", "privthr-em", "privqt", "baseline", "exact"]
+    assert list(alg.mechanism.param("method").choices) == ["privthr", "privthr-em", "privqt", "baseline", "exact"]
     assert params["CELL_SIZE"].defaultUnit() == QgsUnitTypes.DistanceMeters
     assert params["CELL_SIZE"].flags() & Def.FlagOptional and params["GRID_SIZE"].flags() & Def.FlagOptional
     assert params["PERCENTILE"].defaultValue() == 60.0
@@ -188,3 +189,32 @@ def test_algorithm_dialog_builds_offscreen(plugin, processing_module, stub_iface
             assert "degrees" not in texts.lower() and "degrees" not in units
         dialog.close()
         sip.delete(dialog)
+
+
+def test_every_dialog_has_the_declared_parameters(plugin):
+    """The QGIS parameters are generated from the library's declarations: names, kinds, defaults, ranges, flags."""
+    from dpgeo.pipeline.registry import MECHANISMS
+    from qgis.core import QgsProcessingParameterDefinition as Def
+
+    for mech in MECHANISMS:
+        alg, params = _definitions(f"dpgeo:{mech.qgis_id}")
+        for p in mech.offered("qgis"):
+            q = params[p.qgis]
+            kind = {"choice": "enum", "flag": "boolean", "text": "string"}.get(
+                p.kind, "distance" if p.unit == "metres" else "number")
+            assert q.type() == kind, p.name
+            assert bool(q.flags() & Def.FlagAdvanced) == p.advanced, p.name
+            assert bool(q.flags() & Def.FlagOptional) == (not p.required and p.default is None), p.name
+            if p.kind == "choice":
+                assert len(q.options()) == len(p.choices)
+                assert q.defaultValue() == (None if p.default is None else list(p.choices).index(p.default))
+            elif p.kind in ("number", "integer"):
+                if not p.required and p.default is not None:
+                    assert q.defaultValue() == pytest.approx(p.default), p.name
+                if p.minimum is not None:
+                    assert q.minimum() == pytest.approx(p.minimum, abs=1e-9 if p.kind == "number" else 1), p.name
+                    assert q.minimum() > p.minimum if p.exclusive_minimum else q.minimum() == p.minimum
+                if p.maximum is not None:
+                    assert q.maximum() == pytest.approx(p.maximum, rel=1e-5, abs=1 if p.kind == "integer" else 0)
+            assert p.help[:30] in alg.shortHelpString() or p.help[:30].replace("'", "&#x27;") in \
+                alg.shortHelpString(), p.name

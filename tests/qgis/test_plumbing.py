@@ -181,27 +181,37 @@ def test_study_area_polygon_layer(fake_dpgeo, processing_module, points_layer, s
     assert kwargs["domain_crs"] == "EPSG:4326" and kwargs["domain_from_data"] is False
 
 
-def test_missing_study_area_uses_layer_extent_and_is_flagged(fake_dpgeo, processing_module, points_layer,
-                                                              feedback):
+def test_a_run_without_a_study_area_is_refused_with_the_command_lines_message(fake_dpgeo, processing_module,
+                                                                              points_layer, feedback, tmp_path):
+    """No fallback to the private layer's extent: it would be written into the output's metadata."""
+    from qgis.core import QgsProcessingException
+
+    from dpgeo.domain import as_study_area
+    from dpgeo.errors import DomainError
+
+    with pytest.raises(DomainError) as cli:
+        as_study_area(None)
     spans, _ = fake_dpgeo
-    res = processing_module.run("dpgeo:dbscanspans", _params(points_layer, STUDY_AREA_EXTENT=None),
-                                feedback=feedback)
-    _, kwargs = spans.calls[-1]
-    # the library derives the extent from the points it is given (and marks the result not private)
-    assert kwargs["domain_from_data"] is True and kwargs["domain"] is None
-    assert res["DIFFERENTIALLY_PRIVATE"] is False
-    log = "\n".join(feedback.errors)
-    assert "No study area was given" in log and "NOT differentially private" in log
-    assert "NOT DIFFERENTIALLY PRIVATE" in res["OUTPUT"].metadata().abstract()
+    out = tmp_path / "spans.gpkg"
+    with pytest.raises(QgsProcessingException) as exc:
+        processing_module.run("dpgeo:dbscanspans", _params(points_layer, STUDY_AREA_EXTENT=None, OUTPUT=str(out)),
+                              feedback=feedback)
+    assert str(cli.value) in str(exc.value)
+    assert not spans.calls and not out.exists()
 
 
-def test_extent_taken_from_the_private_layer_is_flagged(fake_dpgeo, processing_module, points_layer, feedback):
+def test_an_extent_taken_from_the_private_layer_is_refused(fake_dpgeo, processing_module, points_layer, feedback,
+                                                           tmp_path):
+    from qgis.core import QgsProcessingException
+
     spans, _ = fake_dpgeo
     e = points_layer.extent()
     extent = f"{e.xMinimum()!r},{e.xMaximum()!r},{e.yMinimum()!r},{e.yMaximum()!r} [EPSG:4326]"
-    processing_module.run("dpgeo:dbscanspans", _params(points_layer, STUDY_AREA_EXTENT=extent), feedback=feedback)
-    assert spans.calls[-1][1]["domain_from_data"] is True and spans.calls[-1][1]["domain"] is None
-    assert any("private layer's own extent" in e for e in feedback.errors)
+    out = tmp_path / "spans.gpkg"
+    with pytest.raises(QgsProcessingException, match="private layer's own extent"):
+        processing_module.run("dpgeo:dbscanspans", _params(points_layer, STUDY_AREA_EXTENT=extent, OUTPUT=str(out)),
+                              feedback=feedback)
+    assert not spans.calls and not out.exists()
 
 
 def test_both_study_areas_is_an_error(fake_dpgeo, processing_module, points_layer, sample_study_area):

@@ -33,8 +33,8 @@ SENTINEL_COORD = "-93.2577123456"
 #: The exact number of records of the main private input (an unusual number, grepped for in logs and errors).
 N_PRIVATE = 4817
 
-pytest.importorskip("fastapi", reason="the service tests need the serve extra (pip install dpgeo[serve])")
-pytest.importorskip("uvicorn", reason="the service tests need the serve extra (pip install dpgeo[serve])")
+pytest.importorskip("fastapi", reason="the service tests need the serve extra (from the checkout: pip install -e '.[serve]')")
+pytest.importorskip("uvicorn", reason="the service tests need the serve extra (from the checkout: pip install -e '.[serve]')")
 
 
 def make_points(path, *, n=N_PRIVATE, seed=0, outside=False):
@@ -130,7 +130,15 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
+    def kill(self):
+        """SIGKILL the server (no shutdown of any kind), as the kernel's OOM killer or ``kill -9`` would."""
+        self.proc.kill()
+        self.proc.wait(10)
+        self._log.close()
+
     def stop(self):
+        if self._log.closed:
+            return
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -180,6 +188,39 @@ def wait_job(client, location, timeout=60):
             return doc
         time.sleep(0.2)
     raise AssertionError(f"job {location} did not finish in {timeout} s")
+
+
+def job_row(jobs_sqlite, job_id) -> dict:
+    """A job's record as the server keeps it (phase and worker pid included), read from its SQLite file."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{jobs_sqlite}?mode=ro", uri=True, timeout=10)
+    try:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        return dict(row) if row is not None else {}
+    finally:
+        conn.close()
+
+
+def process_gone(pid) -> bool:
+    """Whether process ``pid`` has ended (a zombie waiting to be reaped counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def wait_until(predicate, timeout, what, step=0.005):
+    """Poll ``predicate`` until it returns something true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"{what} within {timeout} s")
 
 
 def qgis_missing():

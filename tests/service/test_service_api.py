@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import re
+import time
 from fractions import Fraction
 
 import pytest
@@ -478,6 +479,90 @@ def test_an_input_that_cannot_be_read_is_a_generic_failure_and_charges_nothing(s
     make_points(svc["dir"] / "gone.gpkg", seed=3)  # back, for the restart below
 
 
+def test_a_wrong_token_is_refused_on_every_path(svc):
+    """A wrong token gets 401 wherever it is sent: the API definition, paths that do not exist, HEAD and OPTIONS."""
+    bad = {"Authorization": "Bearer nope"}
+    rid = svc["release"]
+    for method, path in (("GET", "/api"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc"),
+                         ("GET", "/no/such/path"), ("GET", "/"), ("GET", "/conformance"), ("GET", "/processes"),
+                         ("GET", f"/collections/{rid}/items"), ("HEAD", "/api"), ("OPTIONS", "/collections"),
+                         ("DELETE", "/jobs"), ("POST", "/processes/noise-preview/execution")):
+        r = client(svc).request(method, path, headers=bad)
+        assert r.status_code == 401, (method, path, r.status_code)
+        if method != "HEAD":
+            assert is_problem(r, 401)["type"].endswith("unauthorized")
+    for auth in ("Basic " + "x" * 40, "Digest nope", "Bearer"):
+        assert is_problem(client(svc).get("/api", headers={"Authorization": auth}), 401)
+    assert client(svc).get("/api").status_code == 200 and client(svc, "alice").get("/api").status_code == 200
+    assert is_problem(client(svc).get("/openapi.json"), 404) and is_problem(client(svc).get("/docs"), 404)
+
+
+def test_http_basic_with_the_token_as_the_password(svc):
+    """For clients that only know HTTP Basic (QGIS 3.22): any user name, the token as the password."""
+    secret = next(x["id"] for x in client(svc, "bob").get("/collections").json()["collections"]
+                  if x["dpgeo"]["dataset"] == "secret")
+    anon = client(svc)
+    for user in ("bob", "anything", ""):
+        r = anon.get(f"/collections/{secret}/items", auth=(user, TOKENS["bob"]))
+        assert r.status_code == 200 and r.json()["type"] == "FeatureCollection", user
+    assert anon.get(f"/collections/{secret}/items").status_code == 404  # no token: as if it did not exist
+    assert is_problem(anon.get(f"/collections/{secret}/items", auth=("bob", TOKENS["bob"] + "x")), 401)
+    assert is_problem(anon.get(f"/collections/{secret}/items", auth=("bob", "")), 401)
+    r = anon.get("/jobs")
+    assert "Basic" in r.headers["www-authenticate"] and r.headers["www-authenticate"].startswith("Bearer")
+    assert anon.get("/jobs", auth=("x", TOKENS["bob"])).status_code == 200
+
+
+def test_query_parameters_are_refused_with_an_exception_document_that_echoes_nothing(svc):
+    c = client(svc, "alice")
+    for query in ("limit=abc", "limit=1e3", "offset=%3Cscript%3E", "limit=0", "offset=-1", "limit=99999999999999999999"):
+        r = c.get(f"/jobs?{query}")
+        doc = is_problem(r, 400)
+        assert doc["type"].endswith("invalid-parameter") and "detail" in doc, query
+        for echo in ("abc", "1e3", "script", "99999999999999999999"):
+            assert echo not in r.text, (query, r.text)
+    assert c.get("/jobs?limit=2&offset=0").status_code == 200
+    r = client(svc).get(f"/collections/{svc['release']}/items?limit=abc")
+    assert is_problem(r, 400) and "abc" not in r.text
+
+
+def test_refusals_by_content_length_are_in_the_access_log(svc):
+    def logged():
+        return len(re.findall(r"POST /processes/dp-dbscan-spans/execution 413 ", svc["server"].log()))
+
+    before = logged()
+    r = client(svc, "alice").post("/processes/dp-dbscan-spans/execution", data=b" " * 9000,
+                                  headers={"Content-Type": "application/json"})
+    assert is_problem(r, 413)
+    r = client(svc, "alice").post("/processes/dp-dbscan-spans/execution", data=b" " * 1_000_000,
+                                  headers={"Content-Type": "application/json"})  # refused unread
+    assert r.status_code == 413
+    deadline = time.monotonic() + 10
+    while logged() < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert logged() == before + 2
+
+
+def test_head_and_options_on_the_read_routes(svc):
+    anon, rid = client(svc), svc["release"]
+    for path in ("/", "/conformance", "/api", "/processes", "/processes/dp-dbscan-spans", "/collections",
+                 f"/collections/{rid}", f"/collections/{rid}/items", f"/collections/{rid}/items/1",
+                 f"/collections/{rid}/map", f"/collections/{rid}/files/gpkg"):
+        get, head = anon.get(path), anon.request("HEAD", path)
+        assert head.status_code == get.status_code == 200, (path, head.status_code)
+        assert head.content == b"" and head.headers["content-type"] == get.headers["content-type"], path
+        assert head.headers.get("content-length") == get.headers.get("content-length"), path
+        opt = anon.request("OPTIONS", path)
+        assert opt.status_code == 204 and opt.content == b"", (path, opt.status_code)
+        assert set(opt.headers["allow"].split(", ")) == {"GET", "HEAD", "OPTIONS"}, path
+    assert set(anon.request("OPTIONS", "/processes/dp-dbscan-spans/execution").headers["allow"].split(", ")) == \
+        {"OPTIONS", "POST"}
+    assert anon.request("HEAD", "/jobs").status_code == 401 and anon.request("HEAD", "/jobs").content == b""
+    assert client(svc, "alice").request("HEAD", "/jobs").status_code == 200
+    assert is_problem(anon.request("OPTIONS", "/no/such/path"), 404)
+    assert is_problem(anon.post("/processes"), 405)  # not a read route: still refused
+
+
 def test_jobs_and_releases_survive_a_restart(svc):
     old = svc["server"]
     old.stop()
@@ -501,8 +586,9 @@ def test_no_response_and_no_log_line_holds_a_data_value(svc):
         if status >= 400:  # an error answer never carries a number from the data
             assert str(N_PRIVATE) not in text and f"{N_PRIVATE:,}" not in text, (method, path, text)
     log = svc.get("old_log", "") + svc["server"].log()
-    # drop what the log itself adds (timestamps, client ports, durations), which may contain any digits
-    log = re.sub(r"(?m)^\S+ \S+ |127\.0\.0\.1:\d+|\d+ ms$|\[\d+\]", "", log)
+    # drop what the log itself adds (timestamps, client ports, durations, random job and release ids), which may
+    # contain any digits
+    log = re.sub(r"(?m)^\S+ \S+ |127\.0\.0\.1:\d+|\d+ ms$|\[\d+\]|\b[0-9a-f]{32}\b", "", log)
     for s in secrets + [str(N_PRIVATE), f"{N_PRIVATE:,}"]:
         assert s not in log, s
     own = "\n".join(line for line in log.splitlines() if "dpgeo.server.access" not in line)

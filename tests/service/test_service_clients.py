@@ -30,6 +30,7 @@ from service_helpers import (
 )
 
 TOKEN = "owslib-analyst-token-0123456789abcdefghijklmn"
+PRIVATE_TOKEN = "private-analyst-token-0123456789abcdefghijk"
 SPANS = {"dataset": "stops", "epsilon": 0.5, "radius_m": 150, "min_points": 40}
 
 
@@ -39,8 +40,10 @@ def svc(tmp_path_factory):
     config = write_config(
         d, server={"workers": 1},
         datasets={"stops": {"path": str(SAMPLE_POINTS), "study_area": str(SAMPLE_AREA), "total_epsilon": 3.0,
-                            "title": "Minneapolis police stops 2017"}},
-        analysts={"ana": (TOKEN, ["stops"])})
+                            "title": "Minneapolis police stops 2017"},
+                  "hidden": {"path": str(SAMPLE_POINTS), "study_area": str(SAMPLE_AREA), "total_epsilon": 1.0,
+                             "private_releases": True}},
+        analysts={"ana": (TOKEN, ["stops"]), "pia": (PRIVATE_TOKEN, ["hidden"])})
     server = Server(config, d)
     yield {"server": server, "dir": d}
     server.stop()
@@ -162,6 +165,70 @@ def test_qgis_loads_the_collection_with_the_features_of_the_release_file(svc, re
             (row.dp_count, row.dp_count_low, row.dp_count_high)
         g = shapely.from_wkt(f["wkt"])  # the GeoJSON is rounded to 1e-7 degrees (about 1 cm)
         assert g.symmetric_difference(row.geometry).area <= 1e-7 * row.geometry.length
+
+
+QGIS_BASIC_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    from qgis.core import QgsApplication, QgsAuthMethodConfig, QgsVectorLayer
+    app = QgsApplication([], False)
+    app.initQgis()
+    url, typename, user, password = sys.argv[1:5]
+    am = QgsApplication.authManager()
+    assert am.setMasterPassword("master-password-of-this-test", True)
+    out = {"methods": sorted(am.authMethodsKeys())}
+    uri = f"url='{url}' typename='{typename}'"
+    if password:
+        cfg = QgsAuthMethodConfig("Basic")
+        cfg.setName("dpgeo")
+        cfg.setConfig("username", user)
+        cfg.setConfig("password", password)
+        stored = am.storeAuthenticationConfig(cfg)  # QGIS 3.22's binding: (ok, the config with its new id)
+        if isinstance(stored, tuple):
+            stored, cfg = stored
+        out["stored"] = bool(stored)
+        uri += f" authcfg='{cfg.id()}'"
+    layer = QgsVectorLayer(uri, "release", "OAPIF")
+    out["valid"] = layer.isValid()   # never call error() on an invalid OAPIF layer: it crashes QGIS 3.22
+    if layer.isValid():
+        out["features"] = [{"cluster_id": f["cluster_id"], "dp_count": f["dp_count"]} for f in layer.getFeatures()]
+    print(json.dumps(out), flush=True)
+    os._exit(0)  # QGIS 3.22 may crash while tearing down a network provider; the answer is out
+""")
+
+
+@pytest.mark.qgis
+def test_qgis_opens_a_private_release_with_basic_authentication(svc, tmp_path):
+    """QGIS 3.22 has no API-header method: its Basic method, with the token as the password, opens a private
+    release; without it, or with a wrong token, the layer is invalid."""
+    why = qgis_missing()
+    if why:
+        skip_or_fail(why, "DPGEO_REQUIRE_QGIS")
+    c = Client(svc["server"].url, PRIVATE_TOKEN)
+    r = c.execute("dp-dbscan-spans", dict(SPANS, dataset="hidden"))
+    assert r.status_code == 200, r.text
+    rid = r.json()["release"]["id"]
+    want = sorted((f["properties"]["cluster_id"], f["properties"]["dp_count"]) for f in r.json()["layer"]["features"])
+    assert want and Client(svc["server"].url).get(f"/collections/{rid}").status_code == 404
+    script = tmp_path / "basic.py"
+    script.write_text(QGIS_BASIC_SCRIPT)
+
+    def load(user, password, name):
+        profile = tmp_path / name
+        profile.mkdir()
+        env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH="", QGIS_CUSTOM_CONFIG_PATH=str(profile),
+                   QGIS_AUTH_DB_DIR_PATH=str(profile), XDG_RUNTIME_DIR=str(tmp_path))
+        p = subprocess.run(["/usr/bin/python3", str(script), svc["server"].url, rid, user, password], check=False,
+                           capture_output=True, text=True, env=env, timeout=180, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    got = load("pia", PRIVATE_TOKEN, "basic")
+    assert "Basic" in got["methods"]
+    assert got["stored"] and got["valid"], got
+    assert sorted((f["cluster_id"], f["dp_count"]) for f in got["features"]) == want
+    assert load("anyone", PRIVATE_TOKEN, "other-user")["valid"]
+    assert not load("pia", PRIVATE_TOKEN + "x", "wrong")["valid"]
+    assert not load("", "", "none")["valid"]
 
 
 def test_the_map_page_draws_every_cluster_in_chromium(svc, release, tmp_path):

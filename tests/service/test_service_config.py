@@ -182,26 +182,133 @@ def test_inputs_are_validated_against_the_declared_schemas():
         validate_inputs({"t": "a\nb"}, {"t": PROCESSES["dp-wavecluster"].inputs["title"]})
 
 
-def test_jobs_are_padded_to_min_job_seconds(tmp_path, monkeypatch):
-    """With min_job_seconds, a job's answer never comes sooner, whatever the run took."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from dpgeo.server import jobs
+def _manager(tmp_path, run_seconds, **settings):
+    """A job manager whose jobs 'run' for ``run_seconds`` in a thread (no worker process), with a real job store,
+    ledger and releases folder."""
+    from dpgeo.budget import Ledger
+    from dpgeo.server import jobs, manager
     from dpgeo.server.config import ServerSettings
 
-    monkeypatch.setattr(jobs, "execute_release", lambda spec: {"ok": True, "release_id": "0" * 32, "log": "x"})
-    settings = ServerSettings(ledger="", releases="", jobs=str(tmp_path / "jobs.sqlite"), min_job_seconds=0.6)
+    settings = ServerSettings(ledger=str(tmp_path / "ledger.sqlite"), releases=str(tmp_path / "releases"),
+                              jobs=str(tmp_path / "jobs.sqlite"), **settings)
     store = jobs.JobStore(settings.jobs)
     store.initialise()
-    manager = jobs.JobManager(settings, store)
-    manager._pool = ThreadPoolExecutor(1)
+    m = manager.JobManager(settings, store, Ledger(settings.ledger))
+    m._slots = asyncio.Semaphore(settings.workers)
 
+    def fake_execute(job_id, spec):
+        time.sleep(run_seconds)
+        return {"ok": True, "release_id": "0" * 32, "log": "x"}
+
+    m._execute = fake_execute
+    return m, store
+
+
+def _timed_job(m, store, job_id="a" * 32):
     async def run():
-        store.create("a" * 32, analyst="alice", process_id="p", dataset="d", inputs={})
+        store.create(job_id, analyst="alice", process_id="p", dataset="d", inputs={})
         t0 = time.monotonic()
-        out = await manager.submit("a" * 32, "alice", {"analyst": "alice", "dataset": {"name": "d"}})
+        out = await m.submit(job_id, "alice", {"analyst": "alice", "dataset": {"name": "d"}})
         return out, time.monotonic() - t0
 
-    out, took = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_jobs_are_padded_to_min_job_seconds(tmp_path):
+    """With min_job_seconds, a job's answer never comes sooner, whatever the run took."""
+    m, store = _manager(tmp_path, 0.0, min_job_seconds=0.6, job_quantum_seconds=0)
+    out, took = _timed_job(m, store)
     assert out["ok"] and took >= 0.6 and store.get("a" * 32)["status"] == "successful"
-    manager._pool.shutdown()
+
+
+@pytest.mark.parametrize("run_seconds, answered", [(0.05, 0.5), (0.4, 0.5), (0.6, 1.0)])
+def test_job_time_is_rounded_up_to_the_quantum(tmp_path, run_seconds, answered):
+    """A job is answered (and recorded) at the next multiple of job_quantum_seconds, so runs of different lengths
+    within one quantum cannot be told apart by their time."""
+    m, store = _manager(tmp_path, run_seconds, job_quantum_seconds=0.5)
+    out, took = _timed_job(m, store)
+    assert out["ok"] and answered <= took < answered + 0.25, took
+    assert store.get("a" * 32)["status"] == "successful"
+
+
+def test_the_default_job_time_quantum_is_on():
+    from dpgeo.server.config import DEFAULT_JOB_QUANTUM_S, ServerSettings
+
+    assert ServerSettings(ledger="", releases="", jobs="").job_quantum_seconds == DEFAULT_JOB_QUANTUM_S > 0
+
+
+def test_every_server_key_is_documented_with_its_default():
+    from dpgeo.server.config import DEFAULT_JOB_QUANTUM_S, ServerSettings
+
+    text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2) for m in __import__("re").finditer(r"(?m)^\| `([a-z_]+)`[^|]*\| ([^|]*) \|", text)}
+    for key in ServerSettings.__dataclass_fields__:
+        if key not in ("basemap", "basemap_attribution", "title", "description"):
+            assert key in rows, key
+    assert rows["job_quantum_seconds"] == f"{DEFAULT_JOB_QUANTUM_S:g}"
+
+
+# -- which ledger: the machine's one unless the configuration names another, and said at start ------------------
+
+def test_without_a_ledger_key_the_service_uses_dpgeo_ledger_or_the_default(folder, monkeypatch):
+    from dpgeo.budget import LEDGER_ENV, ledger_path
+    from dpgeo.server.config import ledger_notice
+
+    text = MINIMAL.replace('ledger = "ledger.sqlite"          # relative to the config file\n', "")
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    s = load_config(write(folder, text)).server
+    assert s.ledger == str(folder / "shared.sqlite") and s.ledger_from == LEDGER_ENV
+    info, warning = ledger_notice(s)
+    assert str(folder / "shared.sqlite") in info and "DPGEO_LEDGER" in info and warning is None
+    monkeypatch.delenv(LEDGER_ENV)
+    s = load_config(write(folder, text)).server
+    assert s.ledger == ledger_path(None) and s.ledger_from == "default" and ledger_notice(s)[1] is None
+    assert s.jobs == str(folder / "jobs.sqlite")  # not in the user's data folder
+
+
+def test_a_ledger_of_its_own_is_never_silent(folder, monkeypatch):
+    """A relative ledger is taken from the configuration's folder, like every path there; when it is not the
+    ledger the other front ends use, the service says so at start (and --check says it too)."""
+    from dpgeo.budget import LEDGER_ENV
+    from dpgeo.server.config import ledger_notice
+
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    s = load_config(write(folder, MINIMAL)).server
+    info, warning = ledger_notice(s)
+    assert "from the configuration" in info and str(folder / "ledger.sqlite") in warning
+    assert "not counted against this service's totals" in warning
+    r = _dpgeo("serve", write(folder, MINIMAL), "--check")
+    assert r.returncode == 0 and "privacy-budget ledger:" in r.stderr and "warning:" in r.stderr
+    same = MINIMAL.replace('"ledger.sqlite"', f'"{folder / "shared.sqlite"}"')
+    assert ledger_notice(load_config(write(folder, same)).server)[1] is None
+
+
+def test_the_service_declares_its_datasets_files_so_every_front_end_finds_them(folder, monkeypatch):
+    """At start the service records each dataset's file by content in its ledger: a command-line or Python run
+    on that file (or a copy) without a name is charged to the service's dataset, against the same total."""
+    import shutil
+
+    import dpgeo
+    from dpgeo.budget import LEDGER_ENV, Ledger
+    from dpgeo.errors import BudgetExceededError
+    from dpgeo.server.app import Service
+
+    monkeypatch.setenv(LEDGER_ENV, str(folder / "shared.sqlite"))
+    text = MINIMAL.replace('ledger = "ledger.sqlite"          # relative to the config file\n', "") \
+        .replace("total_epsilon = 2.0", "total_epsilon = 1.0")
+    service = Service(load_config(write(folder, text)))
+    service.startup()
+    try:
+        copy = folder / "copy" / "renamed.gpkg"
+        copy.parent.mkdir()
+        shutil.copy(folder / "stops.gpkg", copy)
+        with pytest.warns(UserWarning, match="declared dataset 'stops'"):
+            res = dpgeo.dbscan_spans(str(copy), epsilon=1.0, radius_m=150, min_points=5,
+                                     domain=(-93.33, 44.89, -93.19, 45.06))
+        assert res.metadata["dataset"] == "stops"
+        assert Ledger(folder / "shared.sqlite").budget("stops").spent_epsilon == 1
+        with pytest.raises(BudgetExceededError):  # the service's total holds for the command line too
+            dpgeo.dbscan_spans(str(copy), epsilon=0.5, radius_m=150, min_points=5,
+                               domain=(-93.33, 44.89, -93.19, 45.06))
+    finally:
+        service.manager.stop()

@@ -200,7 +200,7 @@ def adaptive_grid_counts(
         rep["n_source"] = "noisy"
         rep["noisy_n"] = n_noisy
         rep["epsilon_split"] = {"n": eps_n}
-    eps1 = eps2 = eps_rest / 2.0
+    eps1, eps2 = split_epsilon(eps_rest, 0.5)  # eps1 + eps2 <= eps_rest exactly, as the noise spends them
     rep["epsilon_split"].update({"level1": eps1, "level2": eps2})
 
     m1 = max(10, int(math.ceil(0.25 * math.sqrt(n_used * eps_rest / 10.0))))

@@ -1,12 +1,15 @@
-"""The processes of the service (OGC API – Processes), one module each, behind :class:`~.base.Process`."""
+"""The processes of the service (OGC API – Processes): one per declared mechanism offered on the service.
 
+Each is a :class:`~.declared.DeclaredProcess` generated from the mechanism's
+declaration (:mod:`dpgeo.pipeline.registry`), behind the small base class
+:class:`~.base.Process`.
+"""
+
+from ...pipeline.registry import MECHANISMS
 from .base import Process, validate_inputs
-from .kmeans import KMeansProcess
-from .preview import PreviewProcess
-from .spans import SpansProcess
-from .wavecluster import WaveClusterProcess
+from .declared import DeclaredProcess
 
-__all__ = ["PROCESSES", "KMeansProcess", "PreviewProcess", "Process", "SpansProcess", "WaveClusterProcess", "validate_inputs"]
+__all__ = ["PROCESSES", "DeclaredProcess", "Process", "validate_inputs"]
 
 #: Every process the service offers, by id.
-PROCESSES = {p.id: p for p in (SpansProcess(), WaveClusterProcess(), KMeansProcess(), PreviewProcess())}
+PROCESSES = {p.id: p for p in (DeclaredProcess(m) for m in MECHANISMS if "service" in m.fronts)}

@@ -1,0 +1,172 @@
+"""The entry points' documentation, written once: the parameters every release shares, and the decorator that
+adds a mechanism's own parameters (from its declaration) to its entry point's docstring.
+
+:func:`entry_point` also checks, when the module is imported, that the entry
+point's signature and the declaration agree: every declared parameter is a
+keyword of the function with the declared default, and every keyword is
+declared or one of the common ones. The Python API cannot drift from the
+other front ends.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+from ..declare import REQUIRED
+
+__all__ = ["COMMON_DOCS", "entry_point", "param_doc"]
+
+#: ``name: (type, text)`` of the keyword arguments every release shares.
+COMMON_DOCS = {
+    "points": ("GeoDataFrame, GeoSeries, str, tuple, PointTable or PointSource",
+               "The private points: a point layer with a CRS, a file path (also a glob such as "
+               "``\"data/*.parquet\"`` or a folder of Parquet files), a :class:`~dpgeo.counting.PointSource` "
+               "from :func:`~dpgeo.counting.open_points` (to choose a layer, columns or engine), or "
+               "``(x, y, crs)``. Files are read in batches, never whole."),
+    "epsilon": ("float", "Privacy budget ε (> 0). The whole run is ε-DP (δ = 0)."),
+    "domain": ("bbox, polygon, GeoDataFrame, path or StudyArea",
+               "The **public** study area. Points outside it are dropped."),
+    "domain_crs": ("optional", "CRS of a bbox / shapely polygon domain (default EPSG:4326)."),
+    "crs": ("optional", "Working CRS (projected, metres); default the UTM zone of the study area's centre."),
+    "sensitivity": ("int", "Maximum points per record (default 1: one point per record)."),
+    "person": ("str or array_like, optional",
+               "Make the guarantee per **person**: a column name (file or frame input) or an array of "
+               "identifiers (tuple input) saying whose each point is; a named pandas Series is recorded in the "
+               "metadata by its name. Each person keeps at most ``max_points_per_person`` points, chosen "
+               "uniformly at random, and the noise scales with that number."),
+    "max_points_per_person": ("int, optional", "Required with ``person``."),
+    "seed": ("int, optional", "Fixed seed for tests. The output is then marked **not private** and not charged."),
+    "domain_from_data": ("bool", "Use the data's own extent as the study area. Exploration only; the output is "
+                                 "marked **not private** and not charged."),
+    "input_crs": ("optional", "CRS for inputs that declare none."),
+    "unattended": ("bool",
+                   "Run so that the outcome depends on the data only through the DP output: conditions of the "
+                   "private data (no point inside the study area, no usable record) are not errors but warnings "
+                   "for the data owner (``diagnostics[\"owner_warnings\"]`` and the ``dpgeo.owner`` logger), and a "
+                   "valid, possibly empty, layer is released. A service always runs this way. Default ``False``: "
+                   "such conditions raise :class:`~dpgeo.errors.DataError`, an owner-only message, before any "
+                   "noise is drawn."),
+    "dataset": ("str, optional",
+                "The name of the population the guarantee protects, under which the release is charged in the "
+                "privacy-budget ledger (several files of the same people share one name). Default: the input "
+                "file's resolved path, or one shared key for in-memory inputs."),
+    "ledger": ("dpgeo.budget.Ledger, path, None or False",
+               "The persistent ledger that records the release and refuses it beyond the dataset's total "
+               "(:mod:`dpgeo.budget`). ``None`` (default): the default ledger (``$DPGEO_LEDGER``, else the "
+               "user's data directory). ``False``: record nothing. The charge is made before any private data "
+               "is read; runs that are not private (a seed, ``domain_from_data``) are never charged."),
+    "analyst": ("str, optional", "Who runs the release, for the ledger (default: the operating-system user)."),
+    "progress": ("callable, optional",
+                 "``progress(fraction, message)`` between stages, and about every second while a long input is "
+                 "read (records read, records per second); raise from it to cancel."),
+    "scheduler": ("None, \"local\", int, str or distributed.Client",
+                  "Count the points with Dask instead of in this process (see "
+                  ":func:`dpgeo.counting.dask.count_with_dask`): ``\"local\"`` or a number of workers starts a "
+                  "``LocalCluster`` here, ``\"tcp://host:8786\"`` or a ``Client`` uses an existing cluster. The "
+                  "workers only count; the noise is drawn here, from the counts. Same layer as without a "
+                  "scheduler for the same seed (with a per-person cap: the same law)."),
+    "max_memory_bytes": ("int or str, optional",
+                         "Refuse, before any data is read, a run whose grid and noise laws are estimated "
+                         "(:mod:`dpgeo.resources`) to need more memory than this (bytes, or e.g. ``\"8G\"``); "
+                         "default ``$DPGEO_MAX_MEMORY``, else half the machine's memory."),
+}
+
+_TYPES = {"number": "float", "integer": "int", "text": "str", "flag": "bool"}
+
+
+def param_doc(p) -> tuple[str, str]:
+    """``(type, text)`` of a declared parameter, for a numpydoc Parameters section."""
+    if p.kind == "choice":
+        typ = "{" + ", ".join(f'"{c}"' for c in p.choices) + "}"
+    else:
+        typ = _TYPES[p.kind]
+    if not p.required:
+        typ += ", optional"
+    extra = []
+    if p.unit and p.unit != "%":
+        extra.append(f"Unit: {p.unit}.")
+    if p.range_text() and p.kind in ("number", "integer"):
+        extra.append(f"Range: {p.range_text()}.")
+    if not p.required:
+        extra.append("Default: automatic (see above)." if p.default is None else f"Default: ``{p.default!r}``.")
+    return typ, " ".join([p.help, *extra])
+
+
+def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata and the owner's diagnostics."):
+    """Decorator: the entry point of ``mech``, its Parameters section generated and its signature checked."""
+
+    def decorate(func):
+        sig = inspect.signature(func)
+        declared = {p.name: p for p in mech.params if "api" in p.fronts}
+        for name, p in declared.items():
+            if name not in sig.parameters:
+                raise TypeError(f"{func.__name__} lacks the declared parameter {name!r}")
+            default = sig.parameters[name].default
+            want = inspect.Parameter.empty if p.default is REQUIRED else p.default
+            if default != want:
+                raise TypeError(f"{func.__name__}: {name} defaults to {default!r}, declared {want!r}")
+        for name in sig.parameters:
+            if name not in declared and name not in COMMON_DOCS:
+                raise TypeError(f"{func.__name__}: keyword {name!r} is neither declared nor common")
+        lines = ["Parameters", "----------"]
+        for name in sig.parameters:
+            typ, text = param_doc(declared[name]) if name in declared else COMMON_DOCS[name]
+            lines.append(f"{name} : {typ}")
+            lines.extend(textwrap.wrap(text, 100, initial_indent="    ", subsequent_indent="    "))
+        lines += ["", "Returns", "-------", *returns.splitlines()]
+        doc = inspect.cleandoc(func.__doc__ or "")
+        head, sep, examples = doc.partition("\nExamples\n--------\n")
+        func.__doc__ = head.rstrip() + "\n\n" + "\n".join(lines) + ("\n\nExamples\n--------\n" + examples
+                                                                   if sep else "") + "\n"
+        func.mechanism = mech
+        return func
+
+    return decorate
+
+
+def _md(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def parameters_markdown(mechanisms) -> str:
+    """``docs/parameters.md``: one table per mechanism, generated from the declarations (``dev/update-generated``)."""
+    out = ["# Parameters of every mechanism", "",
+           "Generated from the mechanisms' declarations (`dpgeo/pipeline/`) by `dev/update-generated`; do not edit "
+           "by hand (a test compares this file with the declarations). The same declaration makes the Python "
+           "keyword, the command-line option, the QGIS parameter and the service input, so the four cannot "
+           "disagree. Every release also takes the common options (input, `--epsilon`, the study area, "
+           "`--max-points-per-record` or `--person`/`--max-points-per-person`, `--dataset`, `--seed`, the outputs).",
+           ""]
+    for m in mechanisms:
+        fronts = []
+        if m.entry_point:
+            fronts.append(f"Python `dpgeo.{m.entry_point}()`")
+        if m.command and "cli" in m.fronts:
+            fronts.append(f"`dpgeo {m.command}`")
+        if m.qgis_id and "qgis" in m.fronts:
+            fronts.append(f"QGIS `dpgeo:{m.qgis_id}`")
+        if "service" in m.fronts:
+            fronts.append(f"service process `{m.name}`")
+        out += [f"## {m.title}", "", _md(m.description), "", "Offered as: " + ", ".join(fronts) + ".", ""]
+        if m.exactly_one:
+            out += ["Give exactly one of: " + "; ".join(" or ".join(f"`{n}`" for n in g) for g in m.exactly_one)
+                    + ".", ""]
+        out += ["| Python | command line | QGIS | type | unit | range | default | where | meaning |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for p in m.params:
+            typ = "one of " + ", ".join(f"`{c}`" for c in p.choices) if p.kind == "choice" else p.kind
+            where = ", ".join(f for f in ("api", "cli", "qgis", "service") if f in p.fronts)
+            out.append(
+                f"| `{p.name}` | {f'`{p.cli_flag}`' if 'cli' in p.fronts else '—'} | "
+                f"{f'`{p.qgis}`' if 'qgis' in p.fronts else '—'} | {typ} | {_md(p.unit) or '—'} | "
+                f"{_md(p.range_text()) or '—'} | {_md(p.default_text())}{' (advanced)' if p.advanced else ''} | "
+                f"{where} | {_md(p.help)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def qgis_offered(mechanisms) -> list:
+    """The QGIS algorithms' names and titles, which the plugin shows (and refuses to run, saying how to install
+    the library) when it cannot import dpgeo: ``qgis_plugin/dpgeo_qgis/offered.json``."""
+    return [{"name": m.qgis_id, "title": m.title} for m in mechanisms if m.qgis_id and "qgis" in m.fronts]

@@ -1,0 +1,167 @@
+"""The algorithm of a declared mechanism that reads no data: what a release would look like, for free.
+
+The noise preview: its parameters come from the declaration; it shows the
+preview for ε and for a list of other ε values (a table in the log and an
+HTML report) and returns the main numbers as outputs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+from qgis.core import (
+    QgsProcessingException,
+    QgsProcessingOutputNumber,
+    QgsProcessingOutputString,
+    QgsProcessingParameterCrs,
+    QgsProcessingParameterFileDestination,
+    QgsProcessingParameterString,
+)
+
+from .base import DeclaredBase
+from .declared import advanced, help_html, library_call, param_values
+from .parameters import is_set, tr
+
+__all__ = ["PreviewAlgorithm"]
+
+
+class PreviewAlgorithm(DeclaredBase):
+    """The algorithm of a declared mechanism that reads no data: what a release would look like, for free."""
+
+    COMPARE = "COMPARE_EPSILONS"
+    OUTPUT_HTML = "OUTPUT_HTML"
+    PREVIEW_JSON = "PREVIEW_JSON"
+    #: (output name, key in the preview, description, column heading)
+    NUMBERS = [
+        ("GAMMA", "gamma", "Γ: bound on the noise in a neighbourhood sum", "Γ"),
+        ("CORE_THRESHOLD", "core_threshold", "Core threshold MinPts + Γ (noisy neighbourhood count)",
+         "core threshold"),
+        ("EXTENT_THRESHOLD", "extent_threshold", "Extent threshold: noisy count a grown span reaches into",
+         "extent threshold"),
+        ("MIN_POINTS_PRIME", "min_points_prime", "MinPts′: true neighbourhood count sure to be found", "MinPts′"),
+        ("COUNT_ERROR_95", "count_error_95", "Expected count error (95%)", "count error (95%)"),
+        ("N_CELLS", "n_cells", "Grid cells in the study area", "grid cells"),
+        ("KAPPA", "kappa", "κ: cells in a neighbourhood", "κ"),
+        ("CELL_WIDTH_M", "cell_width_m", "Cell width (metres)", "cell width (m)"),
+    ]
+
+    def shortHelpString(self):  # noqa: N802 (QGIS API)
+        return tr(help_html(self.mechanism, "<p>No point layer is read, so this spends no privacy budget: try "
+                                            "several ε before choosing one. Add ε values to <i>Compare ε values</i> "
+                                            "to get a table for all of them.</p>"))
+
+    def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
+        self.add_epsilon()
+        self.add_declared(advanced=False)
+        self.add_study_area(data_fallback=False)
+        self.addParameter(QgsProcessingParameterString(
+            self.COMPARE, self.tr("Compare ε values (comma-separated, optional)"),
+            defaultValue="0.1, 0.5, 1, 2", optional=True))
+        self.add_declared(advanced=True)
+        self.addParameter(advanced(QgsProcessingParameterCrs(
+            self.WORKING_CRS, self.tr("Working CRS in metres (default: UTM zone of the study area)"),
+            optional=True)))
+        self.addParameter(QgsProcessingParameterFileDestination(
+            self.OUTPUT_HTML, self.tr("Preview report"), self.tr("HTML files (*.html)"), optional=True,
+            createByDefault=True))
+        for out, _, desc, _ in self.NUMBERS:
+            self.addOutput(QgsProcessingOutputNumber(out, self.tr(desc)))
+        self.addOutput(QgsProcessingOutputString(self.PREVIEW_JSON, self.tr("Preview (JSON)")))
+
+    def _compare_values(self, parameters, context, epsilon):
+        values = [epsilon]
+        # not given at all (qgis_process, processing.run): the default list; given empty: none
+        given = self.COMPARE in parameters
+        text = self.parameterAsString(parameters, self.COMPARE, context) \
+            if not given or is_set(parameters.get(self.COMPARE)) else ""
+        if text:
+            for part in text.replace(";", ",").split(","):
+                part = part.strip()
+                if not part:
+                    continue
+                try:
+                    v = float(part)
+                except ValueError:
+                    raise QgsProcessingException(self.tr("'Compare ε values' must be numbers separated by "
+                                                         "commas, e.g. 0.1, 0.5, 1; got {!r}.").format(part)) from None
+                if v not in values:
+                    values.append(v)
+        return values
+
+    def processAlgorithm(self, parameters, context, feedback):  # noqa: N802 (QGIS API)
+        preview = library_call(self.load_dpgeo(feedback), self.mechanism)
+        epsilon = self.parameterAsDouble(parameters, self.EPSILON, context)
+        base = param_values(self, self.mechanism, parameters, context)
+        area = self.study_area(parameters, context, feedback, source=None)
+        base["domain"] = area["domain"]
+        base["domain_crs"] = area["domain_crs"]
+        working = self.working_crs(parameters, context)
+        if working:
+            base["crs"] = working
+        values = self._compare_values(parameters, context, epsilon)
+        rows = []
+        for i, eps in enumerate(values):
+            if feedback.isCanceled():
+                raise QgsProcessingException(self.tr("Cancelled by the user."))
+            rows.append((eps, self.call_library(preview, feedback, **base, epsilon=eps)))
+            feedback.setProgress(100.0 * (i + 1) / len(values))
+        main = rows[0][1]
+        self._log_table(rows, feedback)
+
+        results = {}
+        for out, key, _, _ in self.NUMBERS:
+            value = main.get(key)
+            results[out] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        results[self.PREVIEW_JSON] = json.dumps(main, sort_keys=True, default=str)
+        if is_set(parameters.get(self.OUTPUT_HTML)):
+            path = self.parameterAsFileOutput(parameters, self.OUTPUT_HTML, context)
+            if path:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(self._html(rows, base))
+                results[self.OUTPUT_HTML] = path
+        return results
+
+    def _columns(self, rows):
+        """The preview's numbers that every row has, as (heading, key)."""
+        return [(head, key) for _, key, _, head in self.NUMBERS if any(key in d for _, d in rows)]
+
+    def _log_table(self, rows, feedback):
+        feedback.pushInfo(self.tr("Noise preview (no data read, no budget spent):"))
+        cols = self._columns(rows)
+        heads = [head.replace("threshold", "thr.") for head, _ in cols]
+        widths = [max(len(h), 10) for h in heads]
+        feedback.pushInfo(f"{'ε':>8} " + " ".join(f"{h:>{w}}" for h, w in zip(heads, widths)))
+        for eps, d in rows:
+            feedback.pushInfo(f"{eps:>8g} " + " ".join(f"{_fmt(d.get(key)):>{w}}" for (_, key), w in zip(cols, widths)))
+        feedback.pushInfo(self.tr("Full preview for ε = {}: {}").format(
+            rows[0][0], json.dumps(rows[0][1], sort_keys=True, default=str)))
+
+    def _html(self, rows, base):
+        cols = [("ε", None)] + self._columns(rows)
+        head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in cols)
+        body = ""
+        for eps, d in rows:
+            cells = [f"{eps:g}"] + [_fmt(d.get(k)) for _, k in cols[1:]]
+            body += "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
+        given = ", ".join(f"{html.escape(p.title)} {html.escape(_fmt(base.get(p.name)))}"
+                          for p in self.mechanism.offered("qgis") if base.get(p.name) is not None)
+        return (
+            "<html><head><meta charset='utf-8'><title>dpgeo noise preview</title></head><body>"
+            f"<h2>{html.escape(self.mechanism.title)}</h2>"
+            f"<p>{given}. No data was read and no privacy budget was spent.</p>"
+            f"<table border='1' cellpadding='4' cellspacing='0'><tr>{head}</tr>{body}</table>"
+            f"<p>{html.escape(self.mechanism.description)}</p></body></html>"
+        )
+
+
+def _fmt(v):
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.3e}"
+    return str(v)
