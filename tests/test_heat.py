@@ -127,8 +127,14 @@ def test_heat_is_charged_once_before_the_data_is_read(tmp_path):
     pts = (rng.uniform(NYC[0], NYC[2], 1000), rng.uniform(NYC[1], NYC[3], 1000), "EPSG:4326")
     r = dpgeo.hotspots(pts, epsilon=0.6, domain=NYC, h3_resolution=7, ledger=led, dataset="d")
     assert r.metadata["differentially_private"] and r.metadata["dataset_spent_epsilon"] == pytest.approx(0.6)
+    csv = tmp_path / "points.csv"
+    csv.write_text("lon,lat\n-73.9,40.7\n")
+    before = csv.stat().st_atime_ns, csv.read_bytes()
     with pytest.raises(dpgeo.errors.BudgetExceededError):
-        dpgeo.heat(str(tmp_path / "missing.csv"), epsilon=0.6, domain=NYC, cell_m=500, ledger=led, dataset="d")
+        dpgeo.heat(str(csv), epsilon=0.6, domain=NYC, cell_m=500, ledger=led, dataset="d")
+    b = led.budget("d")  # one release each: the refused one left nothing
+    assert float(b.spent_epsilon) == pytest.approx(0.6) and [r.mechanism for r in b.releases] == ["dp-hotspots"]
+    assert csv.read_bytes() == before[1]
 
 
 @pytest.mark.slow
