@@ -31,7 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["lonlat_to_vec3", "vec3_to_face_hex2d", "hex2d_to_axial", "axial_to_hex2d", "hex2d_to_vec3",
-           "vec3_to_lonlat", "FACE_CENTRES", "is_class_iii", "FaceProjector", "lonlat_to_p"]
+           "vec3_to_lonlat", "FACE_CENTRES", "is_class_iii", "FaceProjector", "lonlat_to_p", "corner_hex2d",
+           "CORNERS_3AXIAL"]
 
 #: Icosahedron face centres on the unit sphere (H3 ``faceCenterPoint``).
 FACE_CENTRES = np.array([
@@ -251,6 +252,30 @@ class FaceProjector:
         nf = self.faces.size
         self.matrix = np.concatenate([FACE_CENTRES[self.faces].T, u.T, v.T], axis=1)  # (3, 3 nf)
         self.nf = nf
+        self._u_inv = u / (k * k)  # the inverse: p ∝ c + x·u/K² + y·v/K²
+        self._v_inv = v / (k * k)
+        self._slot = np.full(20, -1, dtype=np.int64)
+        self._slot[self.faces] = np.arange(nf)
+
+    def unproject(self, face, hx, hy):
+        """Unit vectors ``(..., 3)`` of hex2d points ``(hx, hy)`` (shape ``(n, ...)``) on faces ``face`` (``(n,)``).
+
+        The inverse of :meth:`project` (the gnomonic projection is linear in
+        the point: ``p ∝ c_f + hx·u_f/K² + hy·v_f/K²``), without trigonometry;
+        the same point as H3's ``_hex2dToGeo`` to about 1e-15.
+        """
+        hx = np.asarray(hx, dtype=np.float64)
+        hy = np.asarray(hy, dtype=np.float64)
+        slot = self._slot[np.asarray(face, dtype=np.int64)]
+        shape = (slot.size,) + (1,) * (hx.ndim - 1) + (3,)
+        c = FACE_CENTRES[self.faces][slot].reshape(shape)
+        u = self._u_inv[slot].reshape(shape)
+        v = self._v_inv[slot].reshape(shape)
+        p = hx[..., None] * u
+        p += hy[..., None] * v
+        p += c
+        p /= np.sqrt(np.einsum("...i,...i->...", p, p))[..., None]
+        return p
 
     def project(self, p):
         """``(face, hx, hy, face_margin, tol)`` of unit vectors ``p`` (an ``(n, 3)`` array).
@@ -280,11 +305,63 @@ class FaceProjector:
         return self.faces[k].astype(np.int8), hx, hy, margin, tol
 
 
+def _face_neighbours():
+    d = FACE_CENTRES @ FACE_CENTRES.T
+    np.fill_diagonal(d, -np.inf)
+    return np.argsort(-d, axis=1)[:, :3]
+
+
+#: The three faces that share an edge with each face (the face's region is bounded by its bisectors with them).
+FACE_NEIGHBOURS = _face_neighbours()
+
+
+def face_margin(p, face):
+    """How far unit vectors ``p`` (``(n, ..., 3)``) lie inside the region of ``face`` (``(n,)``): the least of
+    ``p·(c_f - c_g)`` over the three faces ``g`` that share an edge with it (negative: outside)."""
+    face = np.asarray(face, dtype=np.int64)
+    shape = (face.size,) + (1,) * (p.ndim - 2) + (3,)
+    c = FACE_CENTRES[face]
+    out = None
+    for j in range(3):
+        d = (c - FACE_CENTRES[FACE_NEIGHBOURS[face, j]]).reshape(shape)
+        m = np.einsum("...i,...i->...", p, np.broadcast_to(d, p.shape))
+        out = m if out is None else np.minimum(out, m)
+    return out
+
+
 def axial_to_hex2d(a, b):
     """Centres of lattice hexagons ``(a, b)`` in hex2d coordinates (H3 ``_ijkToHex2d``)."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     return a - 0.5 * b, b * M_SQRT3_2
+
+
+#: The six corners of a lattice hexagon as three times their axial offset from its centre, counter-clockwise
+#: from 30° in hex2d: each corner is the mean of the three hexagons around it (a third of a lattice step).
+CORNERS_3AXIAL = np.array([(2, 1), (1, 2), (-1, 1), (-2, -1), (-1, -2), (1, -1)], dtype=np.int64)
+
+
+def corner_hex2d(a, b):
+    """hex2d coordinates of the six corners of lattice hexagons ``(a, b)``: two ``(n, 6)`` arrays.
+
+    A corner is computed from its integer coordinates in thirds of the
+    lattice, ``(3a + da, 3b + db)``, so the hexagons that share it get the same
+    floating-point value, bit for bit (their union has no slivers). These are
+    the vertices of H3's ``cellToBoundary`` for a cell whose corners all lie on
+    its centre's face (the hexagon is the set of points ``latLngToCell`` puts in
+    the cell: the Voronoi cell of its centre in the face's lattice).
+
+    Examples
+    --------
+    >>> hx, hy = corner_hex2d(np.array([0]), np.array([0]))
+    >>> np.round(np.hypot(hx, hy), 6).tolist()  # 1/√3 from the centre
+    [[0.57735, 0.57735, 0.57735, 0.57735, 0.57735, 0.57735]]
+    """
+    a = np.asarray(a, dtype=np.int64).reshape(-1, 1)
+    b = np.asarray(b, dtype=np.int64).reshape(-1, 1)
+    big_a = (3 * a + CORNERS_3AXIAL[:, 0]).astype(np.float64)
+    big_b = (3 * b + CORNERS_3AXIAL[:, 1]).astype(np.float64)
+    return (big_a - 0.5 * big_b) / 3.0, big_b * M_SQRT3_2 / 3.0
 
 
 def hex2d_to_vec3(hx, hy, face, res: int):

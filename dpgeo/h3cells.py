@@ -53,6 +53,9 @@ _HEX_TOL = 1e-7
 _FACE_TOL = 1e-10
 _UNKNOWN = -2
 _CHUNK = 1 << 18
+#: A cell corner (or centre) closer than this (gap of face-centre dot products, about radians) to a face edge
+#: takes H3's own boundary (h3ronpy), which bends there.
+_CORNER_FACE_TOL = 1e-9
 
 
 def require_h3():
@@ -320,22 +323,71 @@ class H3Cells:
     def polygons(self, cell_id, crs=None) -> np.ndarray:
         """Hexagons (pentagons) of cell ids as shapely polygons in ``crs`` (default: the working CRS).
 
-        Vertices come from ``h3ronpy``; a cell that spans the antimeridian is
-        unwrapped (longitudes made continuous) before projection, so it is
-        drawn as one hexagon in a projected CRS; in EPSG:4326 (``crs=4326``)
-        its longitudes may exceed 180.
+        The corners of a hexagon that lies on one icosahedron face are computed
+        here, in numpy, from the face's lattice (:func:`dpgeo._h3math.corner_hex2d`:
+        H3's ``cellToBoundary``, and neighbouring hexagons share their corners
+        bit for bit); the few cells that touch a face edge (pentagons, and
+        hexagons whose boundary H3 bends where it crosses a face) take their
+        vertices from ``h3ronpy``. A cell that spans the antimeridian is
+        unwrapped (longitudes made continuous) before projection, so it is drawn
+        as one hexagon in a projected CRS; in EPSG:4326 (``crs=4326``) its
+        longitudes may exceed 180 (:func:`dpgeo.io.geojson.split_antimeridian`
+        splits it for GeoJSON).
         """
-        import pyarrow as pa
-        from h3ronpy.vector import cells_to_wkb_polygons
         from pyproj import Transformer
 
-        ids = np.asarray(cell_id, dtype=np.int64)
+        ids = np.asarray(cell_id, dtype=np.int64).ravel()
         if ids.size == 0:
             return np.zeros(0, dtype=object)
+        target = CRS.from_user_input(crs) if crs is not None else self.area.crs
+        tr = None if target.equals(self.point_crs, ignore_axis_order=True) else \
+            Transformer.from_crs(self.point_crs, target, always_xy=True)
+        out = np.empty(ids.size, dtype=object)
+        for s in range(0, ids.size, _CHUNK):
+            part = ids[s:s + _CHUNK]
+            lon, lat, ok = self._corners(part)
+            lon = _unwrap_rings(self.wrap_lon(lon))
+            if tr is not None:
+                x, y = tr.transform(lon, lat)
+            else:
+                x, y = lon, lat
+            xy = np.stack([np.asarray(x), np.asarray(y)], axis=-1)
+            ring = np.concatenate([xy, xy[:, :1]], axis=1)  # closed rings of 7 points
+            res = np.empty(part.size, dtype=object)
+            if ok.any():
+                m = int(ok.sum())
+                res[ok] = shapely.from_ragged_array(shapely.GeometryType.POLYGON, ring[ok].reshape(-1, 2),
+                                                    (np.arange(0, 7 * m + 1, 7), np.arange(m + 1)))
+            if not ok.all():
+                res[~ok] = self._polygons_h3ronpy(part[~ok], tr)
+            out[s:s + part.size] = res
+        return out
+
+    def _corners(self, ids):
+        """Corners (lon, lat; ``(n, 6)``) of cells that lie on one face, and which cells those are."""
+        import pyarrow as pa
+        from h3ronpy.vector import cells_to_coordinates
+
+        t = pa.record_batch(cells_to_coordinates(pa.array(self.cells[ids], type=pa.uint64())))
+        p = hm.lonlat_to_p(t.column("lng").to_numpy(), t.column("lat").to_numpy())
+        face, hx, hy, fmargin, _ = self._proj.project(p)
+        a, b, hmargin = hm.hex2d_to_axial(hx, hy)
+        ok = (hmargin > 0.4) & (fmargin > _CORNER_FACE_TOL)  # the centre robustly on its face and lattice point
+        chx, chy = hm.corner_hex2d(a, b)
+        pc = self._proj.unproject(face, chx, chy)  # (n, 6, 3)
+        ok &= (hm.face_margin(pc, face) > _CORNER_FACE_TOL).all(axis=1)  # every corner on the centre's face
+        lon, lat = hm.vec3_to_lonlat(pc[..., 0], pc[..., 1], pc[..., 2])
+        return lon, lat, ok
+
+    def _polygons_h3ronpy(self, ids, tr):
+        """Polygons of cells from h3ronpy's WKB (face-crossing cells and pentagons)."""
+        import pyarrow as pa
+        from h3ronpy.vector import cells_to_wkb_polygons
+
         wkb = cells_to_wkb_polygons(pa.array(self.cells[ids], type=pa.uint64()))
         geoms = shapely.from_wkb(pa.array(wkb).to_numpy(zero_copy_only=False))
         xy, part = shapely.get_coordinates(geoms, return_index=True)
-        lon = xy[:, 0]
+        lon = self.wrap_lon(xy[:, 0])
         # a ring that jumps across ±180: move its western vertices by +360 (continuous longitudes)
         lo = np.full(ids.size, np.inf)
         hi = np.full(ids.size, -np.inf)
@@ -343,12 +395,7 @@ class H3Cells:
         np.maximum.at(hi, part, lon)
         wide = (hi - lo)[part] > 180.0
         lon = np.where(wide & (lon < 0), lon + 360.0, lon)
-        target = CRS.from_user_input(crs) if crs is not None else self.area.crs
-        if target.equals(self.point_crs, ignore_axis_order=True):
-            out_xy = np.column_stack([lon, xy[:, 1]])
-        else:
-            tr = Transformer.from_crs(self.point_crs, target, always_xy=True)
-            out_xy = np.column_stack(tr.transform(lon, xy[:, 1]))
+        out_xy = np.column_stack([lon, xy[:, 1]]) if tr is None else np.column_stack(tr.transform(lon, xy[:, 1]))
         return shapely.set_coordinates(geoms, out_xy)
 
     def centres(self, cell_id=None, crs=None):
@@ -413,6 +460,13 @@ class H3Cells:
                         "EPSG:4326, plus the cells within "
                         f"{self._tol_deg:.2g} degrees of its outline)",
         }
+
+
+def _unwrap_rings(lon):
+    """Longitudes of ``(n, k)`` rings made continuous: a ring spanning more than 180° has its western
+    vertices moved by +360."""
+    lo, hi = lon.min(axis=1, keepdims=True), lon.max(axis=1, keepdims=True)
+    return np.where((hi - lo > 180.0) & (lon < 0), lon + 360.0, lon)
 
 
 def _reference_cells(lat, lon, res) -> np.ndarray:

@@ -26,9 +26,10 @@ study area's bounding box, ``cells = nx·ny``):
   layer itself, one polygon feature per released cell (square: 640 bytes,
   H3: 1,100 bytes, measured through the GeoDataFrame and the file writer);
   hot spots add 40 bytes per cell per neighbour (the neighbourhood pairs and
-  sums), density bands 64 bytes per cell of the bounding box (the smoothing
-  FFTs). H3 cells add the lattice lookup tables, 4 bytes per hexagon of the
-  study area's bounding box, and 9 bytes per listed cell;
+  sums), density bands 96 bytes per pixel of the smoothing raster (the FFTs;
+  one pixel per cell of the bounding box, or 2√3 per H3 hexagon of it). H3
+  cells add the lattice lookup tables, 4 bytes per hexagon of the study
+  area's bounding box, and 9 bytes per listed cell;
 * **noise laws**: the exact law of a sum of ``κ`` discrete Laplace noises
   (DP-DBSCAN's Γ) takes 32 bytes per point of its support, about
   ``κq/(1-q) + 40·√(κq)/(1-q) + 40/ln(1/q)`` points; a cluster's 95%
@@ -71,7 +72,7 @@ _COUNTING_FIXED_BYTES = 128 * 2**20 + 2 * 100 * 2**20
 _SQUARE_LAYER_CELL_BYTES = 640
 _H3_LAYER_CELL_BYTES = 1100
 _NEIGHBOUR_PAIR_BYTES = 40
-_SMOOTHING_CELL_BYTES = 64
+_SMOOTHING_PIXEL_BYTES = 96
 _H3_TABLE_ENTRY_BYTES = 4
 _H3_CELL_BYTES = 9
 
@@ -274,8 +275,8 @@ def plan_heat(area, *, cell_m: float | None = None, h3_resolution: int | None = 
     if neighbours:
         plan.bytes["hot-spot neighbourhoods"] = int(layer_cells * neighbours * _NEIGHBOUR_PAIR_BYTES)
     if bands:
-        plan.bytes["smoothing"] = int((plan.nx * plan.ny if cell_m is not None else plan.cells)
-                                      * _SMOOTHING_CELL_BYTES)
+        pixels = plan.nx * plan.ny if cell_m is not None else bbox_hexes * 2 * math.sqrt(3.0)
+        plan.bytes["smoothing"] = int(pixels * _SMOOTHING_PIXEL_BYTES)
     return plan
 
 

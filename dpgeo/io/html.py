@@ -270,10 +270,11 @@ html, body { margin: 0; height: 100%; font: 13px/1.35 system-ui, -apple-system, 
 """.replace("SMALL_SCREEN", SMALL_SCREEN)
 
 
-def _palette_css(fills=palette.CLUSTER_COLOURS, outlines=palette.OUTLINE_COLOURS) -> str:
+def _palette_css(fills=palette.CLUSTER_COLOURS, outlines=palette.OUTLINE_COLOURS, *, opacity=palette.FILL_OPACITY,
+                 width_mm=palette.OUTLINE_WIDTH_MM) -> str:
     """CSS of the feature paths: the shared style and one class per palette colour."""
-    rules = [f".dp-cluster {{ fill-opacity: {palette.FILL_OPACITY:.4f}; stroke-opacity: 1; "
-             f"stroke-width: {palette.OUTLINE_WIDTH_MM * _PX_PER_MM:.2f}px; stroke-linecap: round; "
+    rules = [f".dp-cluster {{ fill-opacity: {opacity:.4f}; stroke-opacity: 1; "
+             f"stroke-width: {width_mm * _PX_PER_MM:.2f}px; stroke-linecap: round; "
              "stroke-linejoin: round; fill-rule: evenodd; }"]
     rules += [f".dp-c{i} {{ fill: {f}; stroke: {o}; }}"
               for i, (f, o) in enumerate(zip(fills, outlines))]
@@ -467,7 +468,8 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
 
     interval = md.get("dp_count_interval")
     cfg = {
-        "weight": round(palette.OUTLINE_WIDTH_MM * _PX_PER_MM, 2),
+        "weight": round((palette.OUTLINE_WIDTH_MM if legend is None else palette.CELL_OUTLINE_WIDTH_MM)
+                        * _PX_PER_MM, 2),
         "colourOf": colour_of,
         "featureColour": None if legend is None else [int(i) for i in fidx],
         "studyArea": None if area is None else json.loads(_geom_json(area)),
@@ -501,7 +503,9 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         f"<title>{_esc(page_title)} — dpgeo map</title>\n",
         f"<!-- Leaflet {_esc(v.get('version', ''))} ({_esc(v.get('license', ''))}), inlined below under its licence:\n",
         licence, "-->\n",
-        "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS, _palette_css(fills, outlines),
+        "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS,
+        _palette_css(fills, outlines) if legend is None else
+        _palette_css(fills, outlines, opacity=palette.CELL_FILL_OPACITY, width_mm=palette.CELL_OUTLINE_WIDTH_MM),
         "</style>\n</head>\n<body>\n",
         '<div id="map"></div>\n',
         "<noscript><p>This map needs JavaScript. The clusters and their privacy metadata are in the "

@@ -136,13 +136,14 @@ def _figure(gdf, metadata, crs, width_in, title):
     ids = layer["cluster_id"].to_numpy() if "cluster_id" in layer and len(layer) else np.zeros(0, int)
     fills, outlines, idx, style_legend, style_title = palette.layer_style(layer)
     width_pt = palette.OUTLINE_WIDTH_MM * _PT_PER_MM
+    fill_opacity = palette.FILL_OPACITY if style_legend is None else palette.CELL_FILL_OPACITY
+    line_pt = width_pt if style_legend is None else palette.CELL_OUTLINE_WIDTH_MM * _PT_PER_MM
     for geom, i in zip(layer.geometry.values if len(layer) else [], idx):
         path = None if geom is None or geom.is_empty else _path_of(geom)
         if path is None:
             continue
-        ax.add_patch(PathPatch(path, facecolor=to_rgba(fills[i], palette.FILL_OPACITY if style_legend is None else
-                                                       0.85), edgecolor=outlines[i],
-                               lw=width_pt if style_legend is None else width_pt / 3, joinstyle="miter"))
+        ax.add_patch(PathPatch(path, facecolor=to_rgba(fills[i], fill_opacity), edgecolor=outlines[i],
+                               lw=line_pt, joinstyle="miter"))
     if area is not None:
         for poly in getattr(area, "geoms", [area]):
             if poly.geom_type == "Polygon":
@@ -172,7 +173,7 @@ def _figure(gdf, metadata, crs, width_in, title):
 
     # legend
     order = np.argsort(ids, kind="stable") if style_legend is None else np.zeros(0, int)
-    handles = [Patch(facecolor=to_rgba(fills[i], 0.85), edgecolor=outlines[i], lw=width_pt, label=label)
+    handles = [Patch(facecolor=to_rgba(fills[i], fill_opacity), edgecolor=outlines[i], lw=width_pt, label=label)
                for i, label in (style_legend or [])[:MAX_LEGEND_ROWS]]
     for j in order[:MAX_LEGEND_ROWS]:
         i = int(idx[j])

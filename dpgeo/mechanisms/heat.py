@@ -128,49 +128,134 @@ def cell_hotspots(hist, *, radius_m=None, k=None, fdr=False):
 
 # -- density bands ----------------------------------------------------------------------------------------
 
-def smooth(grid, values, bandwidth_m: float):
+class _Raster:
+    """The square raster the smoothing runs on, and where each universe cell's centre lies in it.
+
+    Square cells: the grid itself (one pixel per cell). H3 cells: pixels of
+    half the mean centre spacing in the working CRS, each cell's count put in
+    the pixel of its centre (centres are a whole spacing apart, so no two
+    share a pixel; the centre moves by at most a quarter spacing).
+    """
+
+    def __init__(self, grid):
+        if getattr(grid, "kind", None) == "h3":
+            x, y = grid.centres()
+            x, y = np.asarray(x), np.asarray(y)
+            self.px = grid.spacing_m / 2.0
+            self.x0, self.y0 = float(x.min()) - self.px, float(y.min()) - self.px
+            self.ix = np.rint((x - self.x0) / self.px).astype(np.int64)
+            self.iy = np.rint((y - self.y0) / self.px).astype(np.int64)
+            self.nx, self.ny = int(self.ix.max()) + 2, int(self.iy.max()) + 2
+            self.h3 = True
+        else:
+            ids = grid.universe_ids()
+            self.px = grid.cell_m
+            self.x0 = grid.origin_x - 0.5 * grid.cell_m  # pixel centres are the cell centres, one pixel around
+            self.y0 = grid.origin_y - 0.5 * grid.cell_m
+            self.ix, self.iy = ids % grid.nx + 1, ids // grid.nx + 1
+            self.nx, self.ny = grid.nx + 2, grid.ny + 2
+            self.h3 = False
+        self.flat = self.iy * self.nx + self.ix
+
+    def put(self, values) -> np.ndarray:
+        return np.bincount(self.flat, weights=np.asarray(values, dtype=np.float64),
+                           minlength=self.nx * self.ny).reshape(self.ny, self.nx)
+
+
+def smooth(grid, values, bandwidth_m: float, *, surface: bool = False):
     """Gaussian kernel smoothing (σ = ``bandwidth_m``, cut at 3σ) of universe values, edge-corrected.
 
-    Returns the weighted mean count per cell over the universe cells under
-    the kernel (universe order) and ``Σ w² / (Σ w)²`` per cell (the factor of
-    one cell's noise variance left after smoothing).
+    The weighted mean count of the universe cells under the kernel centred on
+    each cell (a Nadaraya–Watson estimate: cells outside the study area do not
+    count as zeros). Square cells: an exact Gaussian over the cell centres;
+    H3: over the centres put on a raster of half their spacing
+    (:class:`_Raster`). Both by FFT, so the time does not depend on the
+    bandwidth.
+
+    Returns
+    -------
+    smoothed : numpy.ndarray
+        Per universe cell (universe order).
+    noise_factor : numpy.ndarray
+        ``Σ w² / (Σ w)²`` per cell: the share of one cell's noise variance
+        left in its smoothed value.
+    raster : tuple, only with ``surface=True``
+        ``(z, x, y)``: the smoothed surface on the whole raster (NaN where no
+        cell is under the kernel) and its pixel centres (metres), for contours.
     """
-    if getattr(grid, "kind", None) == "h3":
-        k = max(1, int(math.ceil(3.0 * bandwidth_m / grid.spacing_m)))
-        i, j, d = grid.ring_pairs(min(k, 40))
-        w = np.exp(-0.5 * (d.astype(np.float64) * grid.spacing_m / bandwidth_m) ** 2)
-        num = np.bincount(i, weights=w * np.asarray(values, dtype=np.float64)[j], minlength=grid.n_cells)
-        den = np.bincount(i, weights=w, minlength=grid.n_cells)
-        den2 = np.bincount(i, weights=w * w, minlength=grid.n_cells)
-        return num / den, den2 / (den * den)
     from scipy.signal import fftconvolve
 
-    r = max(1, int(math.ceil(3.0 * bandwidth_m / grid.cell_m)))
-    d = np.arange(-r, r + 1) * grid.cell_m
+    r = _Raster(grid)
+    half = max(1, int(math.ceil(3.0 * bandwidth_m / r.px)))
+    d = np.arange(-half, half + 1) * r.px
     g = np.exp(-0.5 * (d / bandwidth_m) ** 2)
     kern = np.outer(g, g)
-    v2, m2, ids = _dense(grid, values)
-    num = fftconvolve(v2, kern, mode="same").ravel()[ids]
-    den = fftconvolve(m2.astype(float), kern, mode="same").ravel()[ids]
-    den2 = fftconvolve(m2.astype(float), kern * kern, mode="same").ravel()[ids]
-    return num / den, den2 / (den * den)
+    mask = r.put(np.ones(r.flat.size))
+    num = fftconvolve(r.put(values), kern, mode="same")
+    den = fftconvolve(mask, kern, mode="same")
+    den2 = fftconvolve(mask, kern * kern, mode="same").ravel()[r.flat]
+    sm = num.ravel()[r.flat] / den.ravel()[r.flat]
+    factor = den2 / den.ravel()[r.flat] ** 2
+    if not surface:
+        return sm, factor
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(den > 1e-9 * kern.sum(), num / den, np.nan)
+    x = r.x0 + np.arange(r.nx) * r.px
+    y = r.y0 + np.arange(r.ny) * r.px
+    return sm, factor, (z, x, y)
 
 
 def band_levels(smoothed, noise_factor, q, n_bands: int):
-    """Public band limits: a noise floor, then quantiles of the smoothed values above it.
+    """Public band limits: a noise floor, then quantiles of the smoothed values above it, at least 2 noise
+    standard deviations apart.
 
-    The floor is the 95% point of smoothed pure noise (``1.645·σ·sqrt(Σw²)/Σw``
-    at the typical cell): cells below it are indistinguishable from an empty
-    area and belong to no band.
+    * The floor is the 95% point of smoothed pure noise,
+      ``1.645·σ·sqrt(Σw²)/Σw`` at the typical cell (σ the standard deviation of
+      one cell's noise): a cell below it is not distinguishable from an empty
+      area and belongs to no band.
+    * Above it, the limits are quantiles of the smoothed values (bands of about
+      equal numbers of cells, the usual choice for a choropleth, adapted to the
+      long tail of point densities).
+    * A limit closer than ``2·σ·sqrt(Σw²)/Σw`` (twice the smoothed noise's
+      standard deviation) to the one below it is dropped: two bands whose
+      limits differ by less than the noise would separate cells by the noise
+      rather than by the data. With a small ε, or a narrow kernel, fewer bands
+      than asked are made.
+
+    Everything here is a function of the released values and public
+    parameters (post-processing).
+
+    Returns
+    -------
+    levels : numpy.ndarray
+        The lower limit of each band, then ``inf``.
+    floor : float
+        The lowest limit (the noise floor).
+    step : float
+        The least distance between two limits.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> sm = np.r_[np.zeros(500), rng.exponential(30, 500)]
+    >>> levels, floor, step = band_levels(sm, np.full(1000, 0.05), 0.5, 5)
+    >>> len(levels) - 1, round(floor, 2), round(step, 2)
+    (5, 0.74, 0.89)
+    >>> len(band_levels(sm, np.full(1000, 0.05), 0.98, 5)[0]) - 1  # small ε: the noise allows fewer bands
+    2
     """
-    sd = math.sqrt(discrete_laplace_variance(q))
-    floor = 1.645 * sd * float(np.sqrt(np.median(noise_factor)))
+    sd = math.sqrt(discrete_laplace_variance(q)) * float(np.sqrt(np.median(noise_factor)))
+    floor = 1.645 * sd
+    step = 2.0 * sd
     above = smoothed[smoothed > floor]
     if above.size == 0:
-        return np.array([floor, np.inf]), floor
+        return np.array([floor, np.inf]), floor, step
     qs = np.quantile(above, np.linspace(0.0, 1.0, n_bands + 1)[1:-1]) if n_bands > 1 else np.zeros(0)
-    levels = np.unique(np.concatenate([[floor], qs]))
-    return np.concatenate([levels, [np.inf]]), floor
+    kept = [floor]
+    for v in np.sort(qs).tolist():  # at most 19 limits
+        if v >= kept[-1] + step:
+            kept.append(v)
+    return np.array(kept + [np.inf]), floor, step
 
 
 def density_bands(hist, *, n_bands: int, bandwidth_m: float, level: float = 0.95):
@@ -178,9 +263,10 @@ def density_bands(hist, *, n_bands: int, bandwidth_m: float, level: float = 0.95
 
     Each band holds the cells whose smoothed count lies in ``[lo, hi)``;
     ``dp_count`` is the sum of those cells' released counts (clamped at 0,
-    interval from the exact law of the summed noise). Square cells: the band
-    outlines are contourpy's filled contours of the smoothed surface through
-    the cell centres; H3 cells: the union of the band's hexagons.
+    interval from the exact law of the summed noise). The band outlines are
+    contourpy's filled contours of the smoothed surface (:func:`smooth`),
+    clipped to the study area: for square cells on the cell centres, for H3
+    cells on the raster of half their spacing.
 
     Returns
     -------
@@ -195,18 +281,19 @@ def density_bands(hist, *, n_bands: int, bandwidth_m: float, level: float = 0.95
 
     grid = hist.grid
     y = released_vector(hist).astype(np.float64)
-    sm, factor = smooth(grid, y, bandwidth_m)
-    levels, floor = band_levels(sm, factor, hist.q, n_bands)
+    sm, factor, surface = smooth(grid, y, bandwidth_m, surface=True)
+    levels, floor, step = band_levels(sm, factor, hist.q, n_bands)
     band = np.searchsorted(levels, sm, side="right")  # 0: below the floor; 1..: bands
     nb = levels.size - 1
     area_km2 = _cell_area_km2(grid)
+    gen = _contours(surface)
     rows = []
     for b in range(1, nb + 1):
         sel = band == b
         n = int(sel.sum())
         total = int(np.rint(y[sel].sum()))
         h = sum_interval_halfwidth(n, hist.q, level) if n else 0
-        geom = _band_geometry(grid, sm, levels[b - 1], levels[b], sel)
+        geom = _contour_band(gen, surface, grid, levels[b - 1], levels[b])
         hi = levels[b]
         rows.append({"band": b, "density_low": float(levels[b - 1] / area_km2),
                      "density_high": None if not np.isfinite(hi) else float(hi / area_km2), "n_cells": n,
@@ -218,8 +305,12 @@ def density_bands(hist, *, n_bands: int, bandwidth_m: float, level: float = 0.95
                                       "(weighted mean of the released counts of the study area's cells)",
           "bands_levels_per_cell": [float(v) for v in levels[:-1]],
           "bands_noise_floor_per_cell": float(floor),
+          "bands_min_step_per_cell": float(step),
+          "bands_requested": int(n_bands),
           "bands_rule": "lowest limit: the 95% point of smoothed pure noise; the others: quantiles of the smoothed "
-                        "counts above it (post-processing of the release)"}
+                        "counts above it, dropped when closer than twice the smoothed noise's standard deviation to "
+                        "the limit below (post-processing of the release)",
+          "bands_outline": "filled contours of the smoothed surface, clipped to the study area"}
     return gdf, md
 
 
@@ -231,38 +322,28 @@ def _cell_area_km2(grid) -> float:
     return grid.cell_m * grid.cell_m / 1e6
 
 
-def _band_geometry(grid, sm, lo, hi, sel):
-    if not sel.any():
-        return shapely.MultiPolygon()
-    if getattr(grid, "kind", None) == "h3":
-        polys = grid.polygons(np.flatnonzero(sel))
-        # neighbouring hexagons share their vertices up to rounding: snap to 1 mm before the union
-        g = shapely.union_all(shapely.set_precision(polys, 1e-3))
-    else:
-        g = _contour_band(grid, sm, lo, hi)
-    return _as_multipolygon(g)
-
-
-def _contour_band(grid, sm, lo, hi):
+def _contours(surface):
     import contourpy
 
-    v2, m2, _ = _dense(grid, sm)
-    z = np.ma.masked_array(v2, mask=~m2)
-    w = grid.cell_m
-    x = grid.origin_x + (np.arange(grid.nx) + 0.5) * w
-    y = grid.origin_y + (np.arange(grid.ny) + 0.5) * w
-    gen = contourpy.contour_generator(x, y, z, fill_type=contourpy.FillType.OuterOffset)
-    top = hi if np.isfinite(hi) else float(z.max()) + 1.0
+    z, x, y = surface
+    return contourpy.contour_generator(x, y, np.ma.masked_invalid(z), fill_type=contourpy.FillType.OuterOffset)
+
+
+def _contour_band(gen, surface, grid, lo, hi):
+    z = surface[0]
+    top = hi if np.isfinite(hi) else float(np.nanmax(z)) + 1.0
+    if not np.isfinite(top) or top <= lo:
+        return shapely.MultiPolygon()
     polys, offsets = gen.filled(float(lo), float(top))
     out = []
     for pts, offs in zip(polys, offsets):
         rings = [pts[a:b] for a, b in zip(offs[:-1], offs[1:]) if b - a >= 4]
         if rings:
             out.append(shapely.Polygon(rings[0], rings[1:]))
-    g = shapely.union_all(np.asarray(out, dtype=object)) if out else shapely.MultiPolygon()
-    if not grid.area.is_rectangle:
-        g = shapely.intersection(g, grid.area.polygon)
-    return g
+    if not out:
+        return shapely.MultiPolygon()
+    g = shapely.make_valid(shapely.union_all(np.asarray(out, dtype=object)))
+    return _as_multipolygon(shapely.intersection(g, grid.area.polygon))
 
 
 def _as_multipolygon(g):
