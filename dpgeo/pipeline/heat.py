@@ -43,7 +43,7 @@ CELL_PARAMS = (
     Param("cell_m", "number", "Cell size",
           "Width of a square cell, the grid anchored to the study area's corner; give this or the H3 resolution.",
           unit="metres", default=None, minimum=0, exclusive_minimum=True, maximum=1_000_000, flag="--cell",
-          qgis_name="CELL_SIZE", label="cell_m (cell width)", suggested=100.0, none_means="none"),
+          qgis_name="CELL_SIZE", label="cell_m (cell width)", none_means="none"),
     Param("h3_resolution", "integer", "H3 resolution",
           "H3 hexagon cells of this resolution instead of squares: 7 ≈ 5 km², 8 ≈ 0.7 km², 9 ≈ 0.1 km² (174 m "
           "edges), 10 ≈ 0.015 km²; give this or the cell size.",
@@ -204,7 +204,7 @@ class HeatMechanism(_CellsMechanism):
     entry_point = "heat"
     command = "heat"
     qgis_id = "heat"
-    title = "DP heat layer (cell counts)"
+    title = "DP heat layer (cell counts or density bands)"
     layer_name = "DP heat layer"
     summary = "ε-DP point counts of square or H3 hexagon cells, or smoothed density bands"
     description = ("ε-differentially private point counts per cell: every square cell (anchored to the public "
@@ -243,17 +243,18 @@ examples:
     def _histogram(self, p):
         return "dense" if p.bands is not None else p.histogram
 
+    # (the titles also take the service's request values, where an unset option is absent)
     def ledger_name(self, p):
-        return "dp-heat-bands" if p.bands is not None else "dp-heat"
+        return "dp-heat-bands" if p.get("bands") is not None else "dp-heat"
 
     def method_name(self, p):
-        return "dp_heat_bands" if p.bands is not None else "dp_heat"
+        return "dp_heat_bands" if p.get("bands") is not None else "dp_heat"
 
     def mechanism_title(self, p):
-        return "DP density bands" if p.bands is not None else "DP cell counts"
+        return "DP density bands" if p.get("bands") is not None else "DP cell counts"
 
     def short_title(self, p):
-        return "DP density bands" if p.bands is not None else "DP heat layer"
+        return "DP density bands" if p.get("bands") is not None else "DP heat layer"
 
     def grid(self, area, p, c, max_memory_bytes=None):
         return _cells(area, p, c, max_memory_bytes, histogram=self._histogram(p),
@@ -381,8 +382,9 @@ _HOTSPOTS_RETURNS = """Release
 def heat(points, *, epsilon: float, domain, cell_m: float | None = None, h3_resolution: int | None = None,
          bands: int | None = None, bandwidth_m: float | None = None, domain_crs=None, crs=None,
          histogram: str = "auto", sensitivity: int = 1, person=None, max_points_per_person: int | None = None,
-         seed: int | None = None, input_crs=None, unattended: bool = False, dataset: str | None = None, ledger=None,
-         analyst: str | None = None, progress=None, scheduler=None, max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
+         seed: int | None = None, domain_from_data: bool = False, input_crs=None, unattended: bool = False,
+         dataset: str | None = None, ledger=None, analyst: str | None = None, progress=None, scheduler=None,
+         max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
          max_false_cells: int = DEFAULT_MAX_FALSE_CELLS, max_memory_bytes=None) -> Release:
     """ε-DP point counts per cell (square or H3) as a polygon layer, or smoothed density bands.
 
@@ -408,7 +410,8 @@ def heat(points, *, epsilon: float, domain, cell_m: float | None = None, h3_reso
 def hotspots(points, *, epsilon: float, domain, cell_m: float | None = None, h3_resolution: int | None = None,
              radius_m: float | None = None, k: int = 1, fdr: bool = False, domain_crs=None, crs=None,
              sensitivity: int = 1, person=None, max_points_per_person: int | None = None, seed: int | None = None,
-             input_crs=None, unattended: bool = False, dataset: str | None = None, ledger=None,
+             domain_from_data: bool = False, input_crs=None, unattended: bool = False, dataset: str | None = None,
+             ledger=None,
              analyst: str | None = None, progress=None, scheduler=None,
              max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS, max_memory_bytes=None) -> Release:
     """Getis-Ord Gi* hot and cold spots of ε-DP cell counts, with a test that accounts for the noise.
