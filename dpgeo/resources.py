@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 
 from .errors import ParameterError
 
-__all__ = ["RunPlan", "plan_run", "plan_heat", "check_plan", "max_memory_bytes", "parse_bytes", "grid_shape", "format_bytes",
-           "MAX_GRID_CELLS", "MEMORY_ENV"]
+__all__ = ["RunPlan", "plan_run", "plan_heat", "check_plan", "max_memory_bytes", "parse_bytes", "grid_shape",
+           "format_bytes", "MAX_GRID_CELLS", "MEMORY_ENV"]
 
 #: The most cells any grid may have (bounding box), whatever the memory: the universe takes time per row.
 MAX_GRID_CELLS = 10**12

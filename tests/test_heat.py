@@ -82,6 +82,73 @@ def test_h3_cells_across_the_antimeridian_are_single_hexagons():
     assert np.array_equal(a.cell_id, _h3_pos(cells, lon, lat, 7))
 
 
+@pytest.mark.parametrize("bbox,res", [(NYC, 9), ((10, 60, 11, 60.5), 8), ((-20, 70, 20, 75), 4),
+                                      ((25.0, 45.0, 45.0, 60.0), 3), ((-1, -1, 1, 1), 5)])
+def test_h3_hexagons_are_h3s_boundaries(bbox, res):
+    """The numpy hexagons are h3's cell_to_boundary (to 1e-11 degrees, corners in order), the cells left to h3ronpy
+    (across a face edge, pentagons) are few and drawn by it, and neighbours share their corners exactly."""
+    cells = H3Cells(StudyArea.from_bbox(bbox), res)
+    ids = np.arange(cells.n_cells)
+    lon, lat, ok = cells._corners(ids)
+    assert ok.mean() > 0.8
+    rng = np.random.default_rng(res)
+    for i in rng.choice(np.flatnonzero(ok), min(400, int(ok.sum())), replace=False):
+        ref = np.array(h3.cell_to_boundary(h3.int_to_str(int(cells.cells[i]))))
+        mine = np.column_stack([lat[i], cells.wrap_lon(lon[i])])
+        shift = int(np.argmin(np.abs(mine - ref[0]).max(axis=1)))
+        ring = np.roll(mine, -shift, axis=0)
+        if np.abs(ring - ref).max() > 1e-11:  # the other orientation
+            ring = np.roll(mine[::-1], -(5 - shift), axis=0)
+        assert np.abs(ring - ref).max() < 1e-11, (i, np.abs(ring - ref).max())
+    polys = cells.polygons(ids, crs=4326)
+    assert shapely.is_valid(polys).all()
+    left = np.flatnonzero(~ok)
+    if left.size:  # the rest: h3ronpy's polygons, pentagons with five corners
+        want = cells._polygons_h3ronpy(left, None)
+        assert all(shapely.equals_exact(a, b, 1e-9) for a, b in zip(polys[left], want))
+    # neighbours share corners bit for bit: the union of a block of hexagons has no slivers
+    block = ids[ok][:2000]
+    merged = shapely.union_all(cells.polygons(block))
+    assert merged.area == pytest.approx(shapely.area(cells.polygons(block)).sum(), rel=1e-9)
+
+
+def test_h3_cells_across_the_antimeridian_in_geojson_and_the_map(tmp_path):
+    """Hexagons across ±180 are one hexagon in the working CRS and cut at the antimeridian in GeoJSON and the HTML
+    map (RFC 7946): no feature spans the world, and the pieces add up to the cells' areas."""
+    from pyproj import Geod
+
+    area = StudyArea.from_bbox((-30000, -20000, 30000, 20000), "+proj=merc +lon_0=180 +datum=WGS84 +units=m")
+    rng = np.random.default_rng(5)
+    lon = np.r_[rng.uniform(179.8, 180, 3000), rng.uniform(-180, -179.8, 3000)]
+    lat = rng.uniform(-0.15, 0.15, 6000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=1.0, domain=area, h3_resolution=7, seed=1, ledger=False)
+    crossing = {s for s in r.layer["h3"] if np.ptp([v[1] for v in h3.cell_to_boundary(s)]) > 180}
+    assert len(crossing) >= 10  # cells that straddle the antimeridian
+    r.to_file(tmp_path / "heat.geojson")
+    r.to_file(tmp_path / "heat.html")
+    import json
+
+    fc = json.loads((tmp_path / "heat.geojson").read_text())
+    page = (tmp_path / "heat.html").read_text()
+    embedded = json.loads(page.split('id="dpgeo-layer">', 1)[1].split("</script>", 1)[0])
+    for doc in (fc, embedded):
+        geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in doc["features"]])
+        b = shapely.bounds(shapely.get_parts(geoms))
+        assert (b[:, 0] >= -180).all() and (b[:, 2] <= 180).all() and (b[:, 2] - b[:, 0] < 1).all()
+        cut = {f["properties"]["h3"] for f, g in zip(doc["features"], geoms) if shapely.get_num_geometries(g) == 2}
+        assert cut == crossing
+        geod = Geod(ellps="WGS84")
+        for f, g in zip(doc["features"], geoms):
+            if f["properties"]["h3"] in crossing:  # the pieces make up the whole hexagon
+                ring = np.array(h3.cell_to_boundary(f["properties"]["h3"]))[:, ::-1]
+                ring[:, 0] = np.where(ring[:, 0] < 0, ring[:, 0] + 360, ring[:, 0])
+                whole = abs(geod.polygon_area_perimeter(ring[:, 0], ring[:, 1])[0])
+                got = sum(abs(geod.geometry_area_perimeter(p)[0]) for p in shapely.get_parts(g))
+                assert got == pytest.approx(whole, rel=1e-3)
+
+
 @pytest.mark.parametrize("kw", [dict(h3_resolution=8), dict(cell_m=400.0)])
 def test_heat_releases_every_cell_with_the_exact_noise_law(kw):
     """dp_count_raw - true count is discrete Laplace with q = exp(-ε/Δ) (χ², false failure 1e-6), not 1.3× wider."""
@@ -211,6 +278,36 @@ def test_hotspots_find_a_planted_cluster_and_fdr_is_stricter():
         assert key in r.metadata
 
 
+def _check_bands(r, n_asked):
+    """Bands: valid, disjoint, inside the study area, nested limits, the released counts shared out."""
+    layer, md = r.layer, r.metadata
+    assert 1 <= len(layer) == md["bands"] <= n_asked and md["bands_requested"] == n_asked
+    assert layer["band"].tolist() == list(range(1, len(layer) + 1))
+    g = layer.geometry.values
+    assert shapely.is_valid(g).all() and (shapely.area(g) > 0).all()
+    assert shapely.area(g).sum() == pytest.approx(shapely.union_all(g).area, rel=1e-9)  # no overlaps
+    area = r.cells.grid.area.polygon
+    assert shapely.difference(shapely.union_all(g), area).area <= 1e-9 * area.area  # clipped to the study area
+    lo, hi = layer["density_low"].to_numpy(), layer["density_high"].to_numpy()
+    assert np.all(np.diff(lo) > 0) and np.array_equal(hi[:-1], lo[1:]) and np.isnan(hi[-1])
+    # every step between limits is at least twice the smoothed noise's standard deviation
+    levels = np.array(md["bands_levels_per_cell"])
+    assert np.all(np.diff(levels) >= md["bands_min_step_per_cell"] * (1 - 1e-12))
+    # each band's dp_count is the released count of its cells (those whose smoothed count is in its limits)
+    from dpgeo.mechanisms.heat import released_vector, smooth
+
+    y = released_vector(r.cells).astype(float)
+    sm, _ = smooth(r.cells.grid, y, md["bands_bandwidth_m"])
+    band = np.searchsorted(np.r_[levels, np.inf], sm, side="right")
+    totals = np.array([y[band == b].sum() for b in range(1, len(layer) + 1)])
+    assert np.array_equal(layer["dp_count"].to_numpy(), np.maximum(np.rint(totals), 0).astype(int))
+    assert np.array_equal(layer["n_cells"].to_numpy(), np.bincount(band, minlength=len(layer) + 1)[1:])
+    # in about equal shares (the limits split the smoothed count equally)
+    counts = layer["dp_count"].to_numpy()
+    share = counts / counts.sum()
+    assert share.min() > 0.4 / len(layer) and share.max() < 2.5 / len(layer), share
+
+
 def test_density_bands_share_out_the_released_counts(tmp_path):
     rng = np.random.default_rng(8)
     lon = np.r_[rng.uniform(NYC[0], NYC[2], 5000), rng.normal(-73.9, 0.02, 5000)]
@@ -219,12 +316,26 @@ def test_density_bands_share_out_the_released_counts(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             r = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=1.0, domain=NYC, bands=4, seed=3, ledger=False, **kw)
-        assert 1 <= len(r.layer) <= 4 and r.metadata["bands"] == len(r.layer)
-        assert r.layer["dp_count"].is_monotonic_increasing or len(r.layer) < 3
-        assert (r.layer.geometry.area > 0).all()
+        _check_bands(r, 4)
         for ext in ("gpkg", "geojson", "html", "png"):
             path = r.to_file(tmp_path / f"b.{ext}")
             assert dpgeo.read_layer_metadata(path)["bands"] == len(r.layer)
+
+
+def test_density_bands_of_more_than_1e5_cells():
+    """Bands of a large release (square and H3 cells, over 10^5 each) are valid, disjoint and share out the counts
+    (their time is in benchmarks/bench_heat.py)."""
+    rng = np.random.default_rng(12)
+    box = (-74.02, 40.6, -73.82, 40.8)
+    n = 60000
+    lon = np.r_[rng.uniform(box[0], box[2], n), rng.normal(-73.95, 0.01, n), rng.normal(-73.88, 0.02, n)]
+    lat = np.r_[rng.uniform(box[1], box[3], n), rng.normal(40.72, 0.01, n), rng.normal(40.68, 0.015, n)]
+    for kw in (dict(h3_resolution=11), dict(cell_m=50.0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=1.0, domain=box, bands=5, seed=4, ledger=False, **kw)
+        assert r.metadata["n_cells"] > 100_000
+        _check_bands(r, 5)
 
 
 def test_sparse_heat_layers_hold_only_released_cells():

@@ -206,21 +206,25 @@ def smooth(grid, values, bandwidth_m: float, *, surface: bool = False):
 
 
 def band_levels(smoothed, noise_factor, q, n_bands: int):
-    """Public band limits: a noise floor, then quantiles of the smoothed values above it, at least 2 noise
-    standard deviations apart.
+    """Public band limits: a noise floor, then limits that share the smoothed count out equally between the
+    bands, at least 2 noise standard deviations apart.
 
     * The floor is the 95% point of smoothed pure noise,
       ``1.645·σ·sqrt(Σw²)/Σw`` at the typical cell (σ the standard deviation of
       one cell's noise): a cell below it is not distinguishable from an empty
       area and belongs to no band.
-    * Above it, the limits are quantiles of the smoothed values (bands of about
-      equal numbers of cells, the usual choice for a choropleth, adapted to the
-      long tail of point densities).
+    * Above it, the limits split the smoothed count of the cells into
+      ``n_bands`` equal shares, densest cells first: band ``n`` is the densest
+      area that holds a ``1/n_bands`` share of the points, band ``n - 1`` the
+      next share, and so on (the nested "highest-density regions" of a kernel
+      density map). Point densities have long tails; limits at quantiles of
+      the cells would put most bands in the sparse background and one in
+      every hot spot.
     * A limit closer than ``2·σ·sqrt(Σw²)/Σw`` (twice the smoothed noise's
       standard deviation) to the one below it is dropped: two bands whose
       limits differ by less than the noise would separate cells by the noise
       rather than by the data. With a small ε, or a narrow kernel, fewer bands
-      than asked are made.
+      than asked are made (the metadata says how many).
 
     Everything here is a function of the released values and public
     parameters (post-processing).
@@ -238,11 +242,11 @@ def band_levels(smoothed, noise_factor, q, n_bands: int):
     --------
     >>> rng = np.random.default_rng(0)
     >>> sm = np.r_[np.zeros(500), rng.exponential(30, 500)]
-    >>> levels, floor, step = band_levels(sm, np.full(1000, 0.05), 0.5, 5)
-    >>> len(levels) - 1, round(floor, 2), round(step, 2)
-    (5, 0.74, 0.89)
-    >>> len(band_levels(sm, np.full(1000, 0.05), 0.98, 5)[0]) - 1  # small ε: the noise allows fewer bands
-    2
+    >>> levels, floor, step = band_levels(sm, np.full(1000, 0.05), 0.5, 4)
+    >>> np.round(levels, 1).tolist(), round(floor, 2), round(step, 2)
+    ([0.7, 30.6, 53.4, 81.6, inf], 0.74, 0.89)
+    >>> np.round(band_levels(sm, np.full(1000, 0.05), 0.98, 4)[0], 1).tolist()  # small ε: fewer bands
+    [25.7, 62.2, inf]
     """
     sd = math.sqrt(discrete_laplace_variance(q)) * float(np.sqrt(np.median(noise_factor)))
     floor = 1.645 * sd
@@ -250,7 +254,9 @@ def band_levels(smoothed, noise_factor, q, n_bands: int):
     above = smoothed[smoothed > floor]
     if above.size == 0:
         return np.array([floor, np.inf]), floor, step
-    qs = np.quantile(above, np.linspace(0.0, 1.0, n_bands + 1)[1:-1]) if n_bands > 1 else np.zeros(0)
+    v = np.sort(above)
+    mass = np.cumsum(v)  # the smoothed count of the cells up to each value: equal shares of it per band
+    qs = v[np.minimum(np.searchsorted(mass, mass[-1] * np.arange(1, n_bands) / n_bands), v.size - 1)]
     kept = [floor]
     for v in np.sort(qs).tolist():  # at most 19 limits
         if v >= kept[-1] + step:
@@ -307,9 +313,9 @@ def density_bands(hist, *, n_bands: int, bandwidth_m: float, level: float = 0.95
           "bands_noise_floor_per_cell": float(floor),
           "bands_min_step_per_cell": float(step),
           "bands_requested": int(n_bands),
-          "bands_rule": "lowest limit: the 95% point of smoothed pure noise; the others: quantiles of the smoothed "
-                        "counts above it, dropped when closer than twice the smoothed noise's standard deviation to "
-                        "the limit below (post-processing of the release)",
+          "bands_rule": "lowest limit: the 95% point of smoothed pure noise; the others split the smoothed count "
+                        "above it into equal shares, densest cells first, each dropped when closer than twice the "
+                        "smoothed noise's standard deviation to the limit below (post-processing of the release)",
           "bands_outline": "filled contours of the smoothed surface, clipped to the study area"}
     return gdf, md
 
