@@ -5,13 +5,20 @@ clusters) counted on H3 res 9 and on 100 m squares over the same study area,
 in the same run; time and peak memory (tracemalloc: numpy's allocations) of
 each, and the ratio H3 / squares (target: at most 2).
 
+Part 3 (layers): the hexagons of every H3 cell of NYC at resolution 11 (about
+half a million), drawn by dpgeo's numpy corners and by h3ronpy's WKB polygons
+(the previous way) in the same run, µs per cell; and density bands (5) of
+releases of about 10^5 and 10^6 cells, square and H3: time of the whole
+``dpgeo.heat`` call and of the bands alone, validity and overlap of the bands.
+
 Part 2 (hot spots): the Uber NYC pickups sample at ε = 0.5, 1, 2: Gi* classes
 of dpgeo.hotspots against Gi* on the exact counts (percent agreement and
 Cohen's κ over cells), H3 res 8 (k = 1) and 250 m squares (3 × 3); and the
 false-hotspot rate (share of cells called hot at 95%) on uniform points of the
 same number over the same area. Owner-side: the exact counts are private.
 
-Usage: nice python benchmarks/bench_heat.py [--points 11000000] [--reps 3]
+Usage: nice python benchmarks/bench_heat.py [--points 11000000] [--reps 3] [--skip-speed] [--skip-hotspots]
+       [--skip-layers]
 """
 
 from __future__ import annotations
@@ -119,15 +126,70 @@ def hotspots(reps):
                   f"false hot (95%) on uniform points {100 * np.mean(fhot):.2f}%  ({reps} runs)")
 
 
+def layers(reps):
+    import pyproj
+    import shapely
+
+    from dpgeo.domain import StudyArea
+    from dpgeo.mechanisms.heat import density_bands
+
+    cells = H3Cells(StudyArea.from_bbox(NYC), 11)
+    ids = np.arange(cells.n_cells)
+    tr = pyproj.Transformer.from_crs(4326, cells.area.crs, always_xy=True)
+    print(f"\n# H3 hexagons: {cells.n_cells:,} cells of resolution 11 over {NYC}, working CRS {cells.area.crs}")
+    best = {"numpy corners": np.inf, "h3ronpy WKB": np.inf}
+    for _ in range(reps):  # interleaved, best of reps (the machine is shared)
+        t = time.perf_counter()
+        mine = cells.polygons(ids)
+        best["numpy corners"] = min(best["numpy corners"], time.perf_counter() - t)
+        t = time.perf_counter()
+        ref = cells._polygons_h3ronpy(ids, tr)
+        best["h3ronpy WKB"] = min(best["h3ronpy WKB"], time.perf_counter() - t)
+    _, _, ok = cells._corners(ids)
+    for k, v in best.items():
+        print(f"{k:14s}: {v:6.2f} s  {v / ids.size * 1e6:5.2f} µs per cell  ({v / ids.size * 1e6:4.1f} s per million)")
+    print(f"numpy / h3ronpy: {best['numpy corners'] / best['h3ronpy WKB']:.2f}; numpy drew "
+          f"{100 * ok.mean():.2f}% of the cells; largest vertex difference "
+          f"{np.abs(shapely.get_coordinates(shapely.normalize(mine)) - shapely.get_coordinates(shapely.normalize(ref))).max():.1e} m")
+
+    print("\n# density bands (5), eps = 1: the whole dpgeo.heat call and the bands alone")
+    box_small = (-74.02, 40.6, -73.82, 40.8)
+    for label, box, kw, n in (("H3 res 11", box_small, dict(h3_resolution=11), 300_000),
+                              ("50 m squares", box_small, dict(cell_m=50.0), 300_000),
+                              ("H3 res 11", NYC, dict(h3_resolution=11), 1_000_000),
+                              ("30 m squares", NYC, dict(cell_m=30.0), 1_000_000)):
+        rng = np.random.default_rng(3)
+        k = n // 3
+        lon = np.r_[rng.uniform(box[0], box[2], n - 2 * k), rng.normal(-73.95, 0.01, k), rng.normal(-73.88, 0.02, k)]
+        lat = np.r_[rng.uniform(box[1], box[3], n - 2 * k), rng.normal(40.72, 0.01, k), rng.normal(40.68, 0.015, k)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = time.perf_counter()
+            r = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=1.0, domain=box, bands=5, seed=1, ledger=False, **kw)
+            whole = time.perf_counter() - t
+            t = time.perf_counter()
+            layer, _ = density_bands(r.cells, n_bands=5, bandwidth_m=r.metadata["bands_bandwidth_m"])
+            alone = time.perf_counter() - t
+        g = layer.geometry.values
+        overlap = shapely.area(g).sum() / shapely.union_all(g).area - 1
+        print(f"{label:13s} {r.metadata['n_cells']:>9,} cells: heat(bands=5) {whole:6.2f} s, bands alone {alone:5.2f} s; "
+              f"{len(layer)} bands, valid {bool(shapely.is_valid(g).all())}, overlap {overlap:.1e}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=11_000_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--skip-hotspots", action="store_true")
+    ap.add_argument("--skip-layers", action="store_true")
     a = ap.parse_args()
     if not a.skip_speed:
         speed(a.points, a.reps)
-    hotspots(a.reps)
+    if not a.skip_layers:
+        layers(a.reps)
+    if not a.skip_hotspots:
+        hotspots(a.reps)
 
 
 if __name__ == "__main__":

@@ -186,9 +186,14 @@ class H3Cells:
         slat = np.concatenate([la.ravel(), np.full(edge_t.size, lat0), np.full(edge_t.size, lat1),
                                lat0 + (lat1 - lat0) * edge_t, lat0 + (lat1 - lat0) * edge_t])
         p = hm.lonlat_to_p(slon, slat)
-        seen = np.unique(hm.FaceProjector(self.resolution).project(p)[0])
-        dots = hm.FACE_CENTRES @ hm.FACE_CENTRES.T
-        faces = np.unique(np.concatenate([seen, np.flatnonzero((dots[seen] > 0.6).any(axis=0))]))
+        # the faces the bbox meets: each sample's own face, and every face whose region comes within the
+        # samples' spacing (plus two cell edges) of a sample; a point between samples is that close to one
+        d = p @ hm.FACE_CENTRES.T
+        own = np.argmax(d, axis=1)
+        gap = d[np.arange(own.size), own][:, None] - d
+        spacing = math.radians(max((lon1 - lon0) * math.cos(math.radians(min(max(abs(lat0), abs(lat1)), 89.9))),
+                                   lat1 - lat0) / 64.0) + 2.0 * H3_EDGE_M[self.resolution] / 6_371_007.0
+        faces = np.unique(np.concatenate([own, np.flatnonzero((gap < 4.0 * spacing).any(axis=0))]))
         self.faces = faces
         self._proj = hm.FaceProjector(self.resolution, faces)
         # per face (indexed by face number): table offset, lowest a and b, extents
