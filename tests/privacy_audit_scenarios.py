@@ -658,7 +658,8 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
                                         lambda o: functools.partial(_contribution_without_k, _orig=o)),
         # the count release of the pipeline (heat layers, hot spots, spans) draws from the histogram it binds
         "release noise scale x1/2":
-            lambda: _patched_everywhere((dpgeo.pipeline.dbscan,), "dense_histogram", lambda o: _scale_epsilon(o, 2)),
+            lambda: _patched_everywhere((dpgeo.pipeline.dbscan,), "dense_histogram",
+                                        lambda o: _scale_epsilon(o, 2)),
     }
 
 
