@@ -110,7 +110,7 @@ def noise_sum_pmf(k: int, q: float):
     --------
     >>> import math
     >>> l0, p = noise_sum_pmf(1, math.exp(-1.0))
-    >>> round(float(p[-l0]), 6) == round((1 - math.exp(-1)) / (1 + math.exp(-1)), 6), abs(p.sum() - 1) < 1e-12
+    >>> round(float(p[-l0]), 6) == round((1 - math.exp(-1)) / (1 + math.exp(-1)), 6), bool(abs(p.sum() - 1) < 1e-12)
     (True, True)
     """
     from ..noise import discrete_laplace_pmf
