@@ -112,8 +112,8 @@ def _cells(area, p, c, max_memory_bytes, *, histogram, need_dense, neighbours=0,
                      max_false_cells=p.get("max_false_cells", DEFAULT_MAX_FALSE_CELLS), neighbours=neighbours,
                      bands=bands)
     check_plan(plan, max_memory_bytes, cell_option="cell size (cell_m) or a coarser H3 resolution")
-    if need_dense and plan.cells > 4 * p.max_dense_cells:  # refused before a large cell set is listed
-        _too_many(need_dense, plan.cells, p.max_dense_cells, "about ")
+    if need_dense and p.h3_resolution is not None and plan.cells > 2 * p.max_dense_cells:
+        _too_many(need_dense, plan.cells, p.max_dense_cells, "about ")  # before a large H3 cell set is listed
     if p.h3_resolution is not None:
         from ..h3cells import H3Cells
 
