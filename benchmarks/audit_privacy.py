@@ -59,6 +59,7 @@ MECHANISMS = {
     "privthr-em": ("PrivTHR_EM threshold (ε₂)", "EM quality sensitivity 1 (record size ignored)"),
     "e2e-heat": ("dpgeo.heat, H3 cells, person cap K = 4", "pipeline sensitivity not scaled by K"),
     "e2e-hotspots": ("dpgeo.hotspots, square cells (the counts)", "release noise scale x1/2"),
+    "auto": ("spans without a radius (auto): total + histogram", "auto histogram noise scale x1/2"),
 }
 
 _SCENARIOS: dict = {}

@@ -32,6 +32,8 @@ privthr-em                1900    1.8e-16     4.0e-07           no factor 2: 6.1
 e2e-cap                   125     1.1e-10     6.9e-09           sensitivity not scaled by K: 9.2e-07
 e2e-heat                  200     1.0e-10     1.3e-08           sensitivity not scaled by K: 4.3e-07
 e2e-hotspots              500     3.1e-10     6.6e-08           noise x1/2: 6.0e-07
+auto                      1500    7.4e-11     2.1e-07           histogram noise x1/2: 9.0e-07; total at the
+                                                                histogram's share: 2.0e-08
 ========================  ======  ==========  ================  ==============================================
 
 "false fail" is the probability that the correct mechanism fails its
@@ -69,6 +71,7 @@ INJECTED = {
     "e2e-cap": ["pipeline sensitivity not scaled by K"],
     "e2e-heat": ["pipeline sensitivity not scaled by K"],
     "e2e-hotspots": ["release noise scale x1/2"],
+    "auto": ["auto histogram noise scale x1/2", "auto total at the histogram's share"],
 }
 #: Largest false-failure rate allowed at the mechanism's law, for any ε-DP law, and 1 − power.
 MAX_FALSE_FAILURE = 1e-8
@@ -130,12 +133,14 @@ def test_injected_breaks_are_undone():
     import dpgeo.pipeline.run
     from dpgeo import histogram
     from dpgeo.counting import reservoir
+    from dpgeo.mechanisms import auto as m_auto
     from dpgeo.mechanisms.wavecluster import _checks, privqt, privthr, privthr_em, transform
 
     targets = [(histogram, "dense_histogram"), (histogram, "sparse_histogram"), (reservoir, "_smallest_keys"),
                *[(m, "_noisy_counts") for m in (privqt, privthr, privthr_em)],
                *[(m, "approximation_sensitivity") for m in (transform, privthr, privthr_em)],
                (privthr_em, "_em_select"), (dpgeo.pipeline.run, "_contribution"),
+               (m_auto, "dense_histogram"), (m_auto, "release_total"),
                (dpgeo.pipeline.dbscan, "noise_bound")]
     before = [getattr(m, name) for m, name in targets]
     split = dict(_checks._DEFAULT_SPLIT)

@@ -21,6 +21,8 @@ Every mechanism declared with :class:`dpgeo.declare.Mechanism` runs through
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 from ..counting import count_points
@@ -102,14 +104,25 @@ def run_preview(mech, values: dict) -> dict:
     return mech.preview(area, p, contribution(sensitivity=sensitivity))
 
 
-def run_release(mech, points, values: dict, *, stacklevel=2) -> Release:
+def _frames_to_caller() -> int:
+    """How many frames above :func:`run_release` the first one outside dpgeo is (the user's call)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, n = sys._getframe(2), 0  # 2: run_release
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, n = frame.f_back, n + 1
+    return n + 1
+
+
+def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
     """Run ``mech`` on ``points`` with ``values`` (its parameters and the common keyword arguments).
 
     ``values`` is usually the entry point's ``locals()``; keys that are neither
     the mechanism's parameters nor :data:`COMMON_KEYS` are ignored. Warnings
     (not private, an unnamed dataset) point ``stacklevel`` frames above this
-    function: by default at the entry point's caller.
+    function: by default at the first caller outside dpgeo.
     """
+    if stacklevel is None:
+        stacklevel = _frames_to_caller()
     v = {k: values.get(k) for k in COMMON_KEYS}
     for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
         if v[key] is None:
@@ -166,4 +179,4 @@ def run_release(mech, points, values: dict, *, stacklevel=2) -> Release:
     _warn_if_not_private(md, stacklevel=stacklevel + 2)
     _progress(progress, 1.0, "done")
     return Release(layer=out.layer, metadata=md, diagnostics=diagnostics, cells=out.cells, _protected=protected,
-                   _charge=charge)
+                   _charge=charge, _levels=out.levels)
