@@ -30,6 +30,8 @@ privthr-z                 750     8.3e-10     2.5e-07           Δ|Z| = 1: 2e-15
 privthr-em                1900    1.8e-16     4.0e-07           no factor 2: 6.1e-07; Δu = 1: 6.1e-07; split
                                                                 swapped: < 1e-15
 e2e-cap                   125     1.1e-10     6.9e-09           sensitivity not scaled by K: 9.2e-07
+e2e-heat                  200     1.0e-10     1.3e-08           sensitivity not scaled by K: 4.3e-07
+e2e-hotspots              500     3.1e-10     6.6e-08           noise x1/2: 6.0e-07
 auto                      1500    7.4e-11     2.1e-07           histogram noise x1/2: 9.0e-07; total at the
                                                                 histogram's share: 2.0e-08
 ========================  ======  ==========  ================  ==============================================
@@ -67,6 +69,8 @@ INJECTED = {
     "privthr-em": ["EM without the factor 2", "EM quality sensitivity 1 (record size ignored)",
                    "PrivTHR_EM split swapped"],
     "e2e-cap": ["pipeline sensitivity not scaled by K"],
+    "e2e-heat": ["pipeline sensitivity not scaled by K"],
+    "e2e-hotspots": ["release noise scale x1/2"],
     "auto": ["auto histogram noise scale x1/2", "auto total at the histogram's share"],
 }
 #: Largest false-failure rate allowed at the mechanism's law, for any ε-DP law, and 1 − power.

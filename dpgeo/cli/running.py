@@ -133,7 +133,8 @@ def report_run(res, args, paths):
         + "\n       (these counts describe your private data: do not publish them)",
         file=sys.stderr,
     )
-    print(f"wrote {', '.join(map(str, paths))}: {len(res.layer)} clusters; epsilon={eps}; "
+    noun = "clusters" if "cluster_id" in res.layer.columns else "features"  # cells, bands of a heat layer
+    print(f"wrote {', '.join(map(str, paths))}: {len(res.layer)} {noun}; epsilon={eps}; "
           f"differentially_private={private}", file=sys.stderr)
     _report_privacy(res)
 
