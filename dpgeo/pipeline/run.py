@@ -106,10 +106,17 @@ def run_release(mech, points, values: dict, *, stacklevel=2) -> Release:
     """Run ``mech`` on ``points`` with ``values`` (its parameters and the common keyword arguments).
 
     ``values`` is usually the entry point's ``locals()``; keys that are neither
-    the mechanism's parameters nor :data:`COMMON_KEYS` are ignored. Warnings
+    the mechanism's parameters nor :data:`COMMON_KEYS` are ignored, except the
+    series keywords (:data:`dpgeo.pipeline.series.SERIES_KEYS`: ``time``,
+    ``period``, ...), which make the run a series
+    (:func:`dpgeo.pipeline.series.run_series`). Warnings
     (not private, an unnamed dataset) point ``stacklevel`` frames above this
     function: by default at the entry point's caller.
     """
+    from .series import is_series, run_series
+
+    if is_series(values):  # time=, period=, ...: one release per public period (pipeline/series.py)
+        return run_series(mech, points, values, stacklevel=stacklevel + 1)
     v = {k: values.get(k) for k in COMMON_KEYS}
     for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
         if v[key] is None:
