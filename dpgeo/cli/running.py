@@ -63,7 +63,7 @@ def _prepare_run(args, check=None):
     from ..counting.inputs import PointFile
     from ..errors import DataError
     from ..formats import check_engine
-    from ..pipeline import _contribution
+    from ..pipeline._common import _contribution
     from ..randomness import check_seed
     from ..resources import max_memory_bytes
 

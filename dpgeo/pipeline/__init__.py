@@ -22,40 +22,11 @@ pipeline, :func:`dpgeo.pipeline.run.run_release`:
 from __future__ import annotations
 
 from ..counting import load_points, prepare_points
-from ..mechanisms.dbscan import noise_bound  # noqa: F401 (dpgeo.pipeline.noise_bound)
-from ._common import (  # noqa: F401
-    _contribution,
-    _crs_label,
-    _fixed_grid,
-    _input_label,
-    _person_label,
-    _progress,
-    _reading,
-    _reading_message,
-    _study_area,
-    _warn_if_not_private,
-    base_metadata,
-    check_epsilon,
-    check_fraction,
-    check_int,
-    check_positive,
-)
-from .dbscan import _dbscan_setup, _release_histogram, dbscan_spans, noise_preview  # noqa: F401
-from .kmeans import kmeans  # noqa: F401
-from .registry import MECHANISMS, mechanism  # noqa: F401
-from .run import public_plan, run_release  # noqa: F401
-from .wave import (  # noqa: F401
-    _WC_NAMES,
-    MAX_WAVECLUSTER_CELLS,
-    WAVECLUSTER_METHODS,
-    _wavecluster_grid,
-    _wavecluster_mechanism,
-    check_wavecluster_params,
-    rehearse_wavecluster,
-    wavecluster,
-    wavecluster_cell_width,
-    wavecluster_count_epsilon,
-)
+from .dbscan import _dbscan_setup, dbscan_spans, noise_preview  # noqa: F401 (the benchmarks use _dbscan_setup)
+from .kmeans import kmeans
+from .registry import MECHANISMS, mechanism
+from .run import public_plan, run_preview, run_release
+from .wave import wavecluster
 
-__all__ = ["dbscan_spans", "wavecluster", "kmeans", "noise_preview", "run_release", "public_plan", "MECHANISMS",
-           "load_points", "prepare_points"]
+__all__ = ["dbscan_spans", "wavecluster", "kmeans", "noise_preview", "run_release", "run_preview", "public_plan",
+           "MECHANISMS", "mechanism", "load_points", "prepare_points"]

@@ -10,12 +10,13 @@ other front ends.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import textwrap
 
 from ..declare import REQUIRED
 
-__all__ = ["COMMON_DOCS", "entry_point", "param_doc"]
+__all__ = ["COMMON_DOCS", "COMMON_DEFAULTS", "common_keys", "entry_point", "param_doc"]
 
 #: ``name: (type, text)`` of the keyword arguments every release shares.
 COMMON_DOCS = {
@@ -93,11 +94,54 @@ def param_doc(p) -> tuple[str, str]:
     return typ, " ".join([p.help, *extra])
 
 
+#: The defaults of the keyword arguments every release shares (see :data:`COMMON_DOCS`).
+COMMON_DEFAULTS = {"domain": None, "domain_crs": None, "crs": None, "sensitivity": 1, "person": None,
+                   "max_points_per_person": None, "seed": None, "domain_from_data": False, "input_crs": None,
+                   "unattended": False, "dataset": None, "ledger": None, "analyst": None, "progress": None,
+                   "scheduler": None, "max_memory_bytes": None}
+
+
+def common_keys(mech) -> tuple:
+    """The shared keyword arguments an entry point of ``mech`` takes (no Dask scheduler for a mechanism that
+    reads the points themselves; a preview reads nothing)."""
+    if mech.reads is None:
+        return ("domain", "domain_crs", "crs", "sensitivity", "max_memory_bytes")
+    return tuple(k for k in COMMON_DEFAULTS if not (k == "scheduler" and mech.reads == "points"))
+
+
+def _full_signature(func, mech):
+    """``func``'s signature with its ``**common`` replaced by the shared keyword arguments, defaults included."""
+    sig = inspect.signature(func)
+    own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    names = {p.name for p in own}
+    extra = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=COMMON_DEFAULTS[k])
+             for k in common_keys(mech) if k not in names]
+    return sig.replace(parameters=own + extra)
+
+
 def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata and the owner's diagnostics."):
-    """Decorator: the entry point of ``mech``, its Parameters section generated and its signature checked."""
+    """Decorator: the entry point of ``mech``, its Parameters section generated and its signature checked.
+
+    The function declares the mechanism's own parameters and may take the
+    shared ones (:data:`COMMON_DOCS`) as ``**common``: its signature (what
+    :func:`inspect.signature` and ``help()`` show) then lists them all, with
+    their defaults, and an unknown keyword is refused as by any function.
+    """
 
     def decorate(func):
-        sig = inspect.signature(func)
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(func).parameters.values()):
+            full = _full_signature(func, mech)
+
+            @functools.wraps(func)
+            def wrapper(*args, **kwargs):
+                bound = full.bind(*args, **kwargs)  # a TypeError for a keyword nobody declared
+                return func(*bound.args, **bound.kwargs)
+
+            wrapper.__signature__ = full
+            target = wrapper
+        else:
+            target = func
+        sig = inspect.signature(target)
         declared = {p.name: p for p in mech.params if "api" in p.fronts}
         for name, p in declared.items():
             if name not in sig.parameters:
@@ -117,10 +161,10 @@ def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata a
         lines += ["", "Returns", "-------", *returns.splitlines()]
         doc = inspect.cleandoc(func.__doc__ or "")
         head, sep, examples = doc.partition("\nExamples\n--------\n")
-        func.__doc__ = head.rstrip() + "\n\n" + "\n".join(lines) + ("\n\nExamples\n--------\n" + examples
-                                                                   if sep else "") + "\n"
-        func.mechanism = mech
-        return func
+        target.__doc__ = head.rstrip() + "\n\n" + "\n".join(lines) + ("\n\nExamples\n--------\n" + examples
+                                                                     if sep else "") + "\n"
+        target.mechanism = mech
+        return target
 
     return decorate
 

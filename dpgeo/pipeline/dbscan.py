@@ -247,29 +247,14 @@ def dbscan_spans(
     epsilon: float,
     radius_m: float,
     min_points: int,
-    domain=None,
-    domain_crs=None,
-    crs=None,
     beta: float = DEFAULT_BETA,
     eta: float = 1.0,
     histogram: str = "auto",
     gamma: str = "laplace",
     extent: str = "grown",
-    sensitivity: int = 1,
-    person=None,
-    max_points_per_person: int | None = None,
-    seed: int | None = None,
-    domain_from_data: bool = False,
-    input_crs=None,
-    unattended: bool = False,
-    dataset: str | None = None,
-    ledger=None,
-    analyst: str | None = None,
-    progress=None,
-    scheduler=None,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
-    max_memory_bytes=None,
+    **common,
 ) -> Release:
     """ε-differentially private DBSCAN cluster spans as a polygon layer.
 
@@ -292,7 +277,7 @@ def dbscan_spans(
     >>> len(res.layer), res.metadata["kappa"], res.metadata["differentially_private"]
     (1, 21, False)
     """
-    return run_release(SPANS, points, locals())
+    return run_release(SPANS, points, {**locals(), **common})
 
 
 @entry_point(PREVIEW, returns="dict\n    ``kappa``, ``n_cells``, ``cell_width_m``, ``histogram``, ``theta``, ``gamma``, "

@@ -154,24 +154,10 @@ def kmeans(
     *,
     epsilon: float,
     k: int,
-    domain=None,
-    domain_crs=None,
-    crs=None,
     iterations: int = DEFAULT_ITERATIONS,
     layer_share: float = DEFAULT_LAYER_SHARE,
     count_share: float | None = None,
-    sensitivity: int = 1,
-    person=None,
-    max_points_per_person: int | None = None,
-    seed: int | None = None,
-    domain_from_data: bool = False,
-    input_crs=None,
-    unattended: bool = False,
-    dataset: str | None = None,
-    ledger=None,
-    analyst: str | None = None,
-    progress=None,
-    max_memory_bytes=None,
+    **common,
 ) -> Release:
     """ε-differentially private k-means as a map layer: Voronoi cells of the private centroids.
 
@@ -196,4 +182,4 @@ def kmeans(
     >>> sorted(np.round(res.layer["centroid_x"].to_numpy(), -2).tolist())
     [500.0, 1500.0]
     """
-    return run_release(KMEANS, points, locals())
+    return run_release(KMEANS, points, {**locals(), **common})

@@ -301,28 +301,13 @@ def wavecluster(
     cell_m: float | None = None,
     grid_size: int | None = None,
     percentile: float = 60.0,
-    domain=None,
-    domain_crs=None,
-    crs=None,
     wavelet: str = "haar",
     mode: str = "zero",
     count_split: float | None = None,
     count_cap: float | None = None,
     n_public: int | None = None,
     k_rule: str = "direct",
-    sensitivity: int = 1,
-    person=None,
-    max_points_per_person: int | None = None,
-    seed: int | None = None,
-    domain_from_data: bool = False,
-    input_crs=None,
-    unattended: bool = False,
-    dataset: str | None = None,
-    ledger=None,
-    analyst: str | None = None,
-    progress=None,
-    scheduler=None,
-    max_memory_bytes=None,
+    **common,
 ) -> Release:
     """DP WaveCluster (Chen, Yu & Chirkova) as a polygon layer.
 
@@ -343,4 +328,4 @@ def wavecluster(
     >>> len(res.layer), res.metadata["method"]
     (2, 'privthr')
     """
-    return run_release(WAVECLUSTER, points, locals())
+    return run_release(WAVECLUSTER, points, {**locals(), **common})

@@ -190,7 +190,7 @@ def parse_config(raw: dict, path) -> ServerConfig:
 
 def _server(t: dict, base: str) -> ServerSettings:
     w = "[server]"
-    _only(t, set(ServerSettings.__dataclass_fields__), w)
+    _only(t, set(ServerSettings.__dataclass_fields__) - {"ledger_from"}, w)  # (where the ledger came from: derived)
     ledger, ledger_from = resolve_ledger(_path(t, "ledger", base, w))
     if ledger_from == "configuration" and not os.path.isdir(os.path.dirname(ledger)):
         raise ConfigError(f"{w} ledger: the folder of {ledger!r} does not exist (the ledger file itself is created "

@@ -243,7 +243,7 @@ def test_every_server_key_is_documented_with_its_default():
     text = (ROOT / "docs" / "service.md").read_text(encoding="utf-8")
     rows = {m.group(1): m.group(2) for m in __import__("re").finditer(r"(?m)^\| `([a-z_]+)`[^|]*\| ([^|]*) \|", text)}
     for key in ServerSettings.__dataclass_fields__:
-        if key not in ("basemap", "basemap_attribution", "title", "description"):
+        if key not in ("basemap", "basemap_attribution", "title", "description", "ledger_from"):
             assert key in rows, key
     assert rows["job_quantum_seconds"] == f"{DEFAULT_JOB_QUANTUM_S:g}"
 

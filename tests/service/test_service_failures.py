@@ -259,8 +259,8 @@ def test_releases_with_and_without_points_take_the_same_quantised_time(svc):
         r = c.execute("dp-dbscan-spans", dict(SPANS, dataset=name))
         times[name].append(time.monotonic() - t0)
         assert r.status_code == 200, r.text
-    for t in times["a"] + times["far"]:
-        assert t >= q and (t % q) < 0.5, times
+    for t in times["a"] + times["far"]:  # (the answer's own way back may take a while on a busy machine)
+        assert t >= q and (t % q) < q / 2, times
 
 
 def test_a_body_nested_20000_deep_is_a_400_without_a_traceback(svc):

@@ -111,12 +111,16 @@ class DeclaredProcess(Process):
     # -- the release (in a worker) -----------------------------------------------------------------------------------
     def run(self, points, params, dataset, *, ledger, analyst, progress=None):
         from ...pipeline.run import run_release
+        from ...release import DatasetChoice
 
+        # the server declared each dataset's file at start: the configured name is the dataset, as resolved
+        # (no file is fingerprinted again in every job)
         return run_release(self.mechanism, points, {
             **self._values(params, dataset), "epsilon": params["epsilon"], "domain": dataset["study_area"],
             "crs": dataset["crs"], "sensitivity": dataset["max_points_per_record"], "person": dataset["person"],
             "max_points_per_person": dataset["max_points_per_person"], "unattended": True,
-            "dataset": dataset["name"], "ledger": ledger, "analyst": analyst, "progress": progress})
+            "dataset": DatasetChoice(dataset["name"], dataset["name"]), "ledger": ledger, "analyst": analyst,
+            "progress": progress})
 
     def release_title(self, params, dataset_title):
         from ...declare import Values
