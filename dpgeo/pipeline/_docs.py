@@ -71,6 +71,39 @@ COMMON_DOCS = {
                          "Refuse, before any data is read, a run whose grid and noise laws are estimated "
                          "(:mod:`dpgeo.resources`) to need more memory than this (bytes, or e.g. ``\"8G\"``); "
                          "default ``$DPGEO_MAX_MEMORY``, else half the machine's memory."),
+    # -- a series (pipeline/series.py): one release per public period --
+    "time": ("str or array_like, optional",
+             "Make the run a **series**, one release per public period: the column that holds each record's time "
+             "(file or frame input), or the times of points given in memory. ISO 8601 text (year first, with or "
+             "without a zone), epoch seconds, or timestamps; records without a usable time, or outside the bounds, "
+             "are dropped and counted for the owner. The input is read once for all periods. Returns a "
+             ":class:`~dpgeo.series.SeriesRelease`."),
+    "period": ("{\"day\", \"week\", \"month\", \"quarter\", \"year\"}, optional",
+               "The length of a period of a series (weeks start on Monday). Required with ``time``."),
+    "period_start": ("str, date or datetime, optional",
+                     "The **public** start of a series (included): ISO 8601 text such as ``\"2014-04-01\"``. The "
+                     "periods come from the bounds, never from the data; a period without data gets its release "
+                     "like any other. Required with ``time``."),
+    "period_end": ("str, date or datetime, optional",
+                   "The **public** end of a series (excluded), e.g. ``\"2014-10-01\"``. Required with ``time``."),
+    "timezone": ("str, optional",
+                 "IANA time zone whose calendar the periods follow, and in which times without a zone are read "
+                 "(default ``\"UTC\"``)."),
+    "time_format": ("str, optional",
+                    "``strptime`` format of text times that are not ISO 8601, e.g. ``\"%m/%d/%Y %H:%M:%S\"`` "
+                    "(``%z`` reads a zone)."),
+    "person_accounting": ("{\"series\", \"period\"}",
+                          "With ``person`` in a series: ``\"series\"`` (default) keeps at most "
+                          "``max_points_per_person`` points per person over the whole series, and the series costs "
+                          "ε once; ``\"period\"`` keeps that many in each period, and each period costs ε."),
+    "append": ("str, path or SeriesRelease, optional",
+               "Continue an earlier series (its file, or the SeriesRelease) with later periods: same mechanism, "
+               "parameters, grid and privacy unit. Under the record relation, periods disjoint from the series' "
+               "and at most its ε cost nothing more; the result holds every period."),
+    "cumulative": ("bool",
+                   "In a series: release running totals of the cell counts over the periods with the binary-tree "
+                   "mechanism (error growing with log of the number of periods) instead of the mechanism's layer "
+                   "per period."),
 }
 
 _TYPES = {"number": "float", "integer": "int", "text": "str", "flag": "bool"}
@@ -98,7 +131,9 @@ def param_doc(p) -> tuple[str, str]:
 COMMON_DEFAULTS = {"domain": None, "domain_crs": None, "crs": None, "sensitivity": 1, "person": None,
                    "max_points_per_person": None, "seed": None, "domain_from_data": False, "input_crs": None,
                    "unattended": False, "dataset": None, "ledger": None, "analyst": None, "progress": None,
-                   "scheduler": None, "max_memory_bytes": None}
+                   "scheduler": None, "max_memory_bytes": None, "time": None, "period": None, "period_start": None,
+                   "period_end": None, "timezone": None, "time_format": None, "person_accounting": "series",
+                   "append": None, "cumulative": False}
 
 
 def common_keys(mech) -> tuple:

@@ -77,8 +77,14 @@ ACCOUNTING_TEXT = {
 
 def is_series(values: dict) -> bool:
     """Whether the keyword arguments ask for a series (any series keyword away from its default)."""
-    return any(values.get(k, d) is not None and values.get(k, d) != d for k, d in SERIES_DEFAULTS.items()
-               if k != "person_accounting") or values.get("person_accounting") not in (None, "series")
+    for k, d in SERIES_DEFAULTS.items():
+        v = values.get(k, d)
+        if v is None or (isinstance(v, (str, bool)) and v == d):
+            continue
+        if k == "person_accounting" and v in (None, "series"):
+            continue
+        return True
+    return False
 
 
 @dataclass(frozen=True)
