@@ -69,7 +69,8 @@ def check_timezone(name):
                              "'Europe/Berlin' or 'America/New_York')") from None
 
 
-_BOUND = re.compile(r"^\s*(\d{4})(?:[-/](\d{1,2})(?:[-/](\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?)?)?"
+_BOUND = re.compile(r"^\s*(\d{4})(?:[-/](\d{1,2})(?:[-/](\d{1,2})"
+                    r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?)?)?)?"
                     r"\s*(Z|z|[+-]\d{2}(?::?\d{2})?)?\s*$")
 
 

@@ -41,18 +41,19 @@ def persistent_ids(layers, *, previous=None, next_id=1):
     layers : list of GeoDataFrame
         The layers of consecutive periods (same CRS), in order.
     previous : GeoDataFrame, optional
-        The last period before ``layers``, with its ids already in ``cluster_id`` (an appended period
-        continues the ids of the series it is appended to).
+        The clusters seen before ``layers``, each id with its latest geometry in ``cluster_id`` (an appended
+        period continues the ids of the series it is appended to).
     next_id : int
         The first id a new cluster gets.
 
     Notes
     -----
-    A cluster takes the id of the cluster of the period just before it with
-    which it shares the largest area, matching pairs in decreasing order of
-    shared area so that each earlier cluster passes its id on at most once;
-    a cluster that overlaps none (or only clusters already matched) gets a
-    new id. Ties are broken by the earlier cluster's id, then the later
+    Every id seen so far keeps the geometry it had in the latest period it
+    appeared in. A cluster takes the id whose geometry it shares the largest
+    area with, matching pairs in decreasing order of shared area so that each
+    id passes on to at most one cluster of a period; a cluster that overlaps
+    no free id gets a new one. So a cluster keeps its id through a period in
+    which it was not released. Ties are broken by the smaller id, then the
     cluster's position: the ids are a function of the released geometries
     alone.
 
@@ -61,38 +62,44 @@ def persistent_ids(layers, *, previous=None, next_id=1):
     >>> import geopandas as gpd, shapely
     >>> a = gpd.GeoDataFrame(geometry=[shapely.box(0, 0, 1, 1), shapely.box(5, 5, 6, 6)])
     >>> b = gpd.GeoDataFrame(geometry=[shapely.box(5.5, 5, 6.5, 6), shapely.box(9, 9, 10, 10)])
-    >>> [ids.tolist() for ids in persistent_ids([a, b])]
-    [[1, 2], [2, 3]]
+    >>> empty = gpd.GeoDataFrame(geometry=[])
+    >>> [ids.tolist() for ids in persistent_ids([a, empty, b])]
+    [[1, 2], [], [2, 3]]
     """
     import shapely
 
+    tracks = {}  # id -> its latest geometry
+    if previous is not None:
+        for cid, g in zip(np.asarray(previous["cluster_id"], dtype=np.int64).tolist(),
+                          np.asarray(previous.geometry.values, dtype=object)):
+            tracks[cid] = g
+            next_id = max(next_id, cid + 1)
     out = []
-    prev_geoms = None if previous is None else np.asarray(previous.geometry.values, dtype=object)
-    prev_ids = None if previous is None else np.asarray(previous["cluster_id"], dtype=np.int64)
     for layer in layers:
         geoms = np.asarray(layer.geometry.values, dtype=object)
         ids = np.zeros(len(geoms), dtype=np.int64)
-        if len(geoms) and prev_geoms is not None and len(prev_geoms):
-            tree = shapely.STRtree(prev_geoms)
-            cur, old = tree.query(geoms, predicate="intersects")
+        if len(geoms) and tracks:
+            old_ids = np.array(sorted(tracks), dtype=np.int64)
+            old_geoms = np.array([tracks[i] for i in old_ids.tolist()], dtype=object)
+            cur, old = shapely.STRtree(old_geoms).query(geoms, predicate="intersects")
             if cur.size:
-                area = shapely.area(shapely.intersection(geoms[cur], prev_geoms[old]))
+                area = shapely.area(shapely.intersection(geoms[cur], old_geoms[old]))
                 keep = area > 0
                 cur, old, area = cur[keep], old[keep], area[keep]
-                order = np.lexsort((cur, prev_ids[old], -area))
                 used_old, used_cur = set(), set()
-                for i in order.tolist():
+                for i in np.lexsort((cur, old_ids[old], -area)).tolist():
                     c, o = int(cur[i]), int(old[i])
                     if c in used_cur or o in used_old:
                         continue
-                    ids[c] = prev_ids[o]
+                    ids[c] = old_ids[o]
                     used_cur.add(c)
                     used_old.add(o)
         for j in np.flatnonzero(ids == 0):
             ids[j] = next_id
             next_id += 1
+        for cid, g in zip(ids.tolist(), geoms):
+            tracks[cid] = g
         out.append(ids)
-        prev_geoms, prev_ids = geoms, ids
     return out
 
 

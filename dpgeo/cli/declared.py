@@ -13,7 +13,14 @@ import argparse
 import functools
 import json
 
-from .args import _add_domain_args, _add_engine_arg, _add_input_args, _add_privacy_args, _add_series_args, _domain_engine
+from .args import (
+    _add_domain_args,
+    _add_engine_arg,
+    _add_input_args,
+    _add_privacy_args,
+    _add_series_args,
+    _domain_engine,
+)
 
 __all__ = ["add_mechanism_commands", "add_param_options", "param_values"]
 

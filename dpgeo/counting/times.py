@@ -180,6 +180,8 @@ def _filled_int(arr):
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if pa.types.is_date32(arr.type):
+        arr = arr.cast(pa.int32())
     v = arr.cast(pa.int64()) if not pa.types.is_int64(arr.type) else arr
     if v.null_count:
         v = pc.fill_null(v, 0)

@@ -21,14 +21,15 @@ Every mechanism declared with :class:`dpgeo.declare.Mechanism` runs through
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..counting import count_points
 from ..noise import NoiseSource
 from ..randomness import check_seed
 from ..release import Release, run_protected_files, start_charge
-from ._common import (
+from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: exported from here)
+    COMMON_KEYS,
+    Contribution,
     _contribution,
+    _epsilon,
     _fixed_grid,
     _person_label,
     _progress,
@@ -38,38 +39,10 @@ from ._common import (
     _warn_if_not_private,
     base_metadata,
     check_epsilon,
+    contribution,
 )
 
 __all__ = ["run_release", "run_preview", "Contribution", "contribution", "public_plan", "COMMON_KEYS"]
-
-#: The keyword arguments every release takes besides its mechanism's own parameters.
-COMMON_KEYS = ("epsilon", "domain", "domain_crs", "crs", "sensitivity", "person", "max_points_per_person", "seed",
-               "domain_from_data", "input_crs", "unattended", "dataset", "ledger", "analyst", "progress",
-               "scheduler", "max_memory_bytes")
-
-
-@dataclass(frozen=True)
-class Contribution:
-    """The neighbouring relation of a run: points per record (``sensitivity``), or per person (``cap``)."""
-
-    sensitivity: int = 1
-    cap: int | None = None
-    person: str | None = None  # how the metadata names the person identifier
-
-
-def contribution(person=None, max_points_per_person=None, sensitivity=1) -> Contribution:
-    """The checked contribution bound of a run (see :func:`dpgeo.pipeline._common._contribution`)."""
-    s, cap = _contribution(person, max_points_per_person, sensitivity)
-    return Contribution(s, cap, _person_label(person))
-
-
-def _epsilon(mech, p, epsilon):
-    if epsilon is None and not mech.needs_epsilon(p):
-        return None
-    if epsilon is None:
-        raise mech.missing_epsilon(p)
-    return check_epsilon(epsilon)
-
 
 def public_plan(mech, values: dict, area, *, epsilon=None, sensitivity=1, person=None, max_points_per_person=None,
                 max_memory_bytes=None):

@@ -145,7 +145,7 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
     (:data:`dpgeo.pipeline.run.COMMON_KEYS`) and the series' (:data:`SERIES_KEYS`).
     """
     from ..series import SeriesRelease, series_layer
-    from .run import COMMON_KEYS, _epsilon, contribution
+    from ._common import COMMON_KEYS, _epsilon, contribution
     from .series_append import earlier_series
 
     if mech.reads is None:
@@ -224,7 +224,7 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
         series_id = charge_md.get("series_id") or (prior.series_id if prior is not None else charge.release_id)
         info = series_info(periods, so, composition, c, series_id, prior)
         layers = [out.layer for out in outs]
-        layer, period_layers = series_layer(layers, periods, previous=None if prior is None else prior.last_layer,
+        layer, period_layers = series_layer(layers, periods, previous=None if prior is None else prior.tracks,
                                             next_id=1 if prior is None else prior.next_id)
         releases = []
         for i, (out, pl) in enumerate(zip(outs, period_layers)):
@@ -263,7 +263,8 @@ def series_info(periods, so, composition, c, series_id, prior=None) -> dict:
         md["period_start"] = prior.metadata["series"]["period_start"]
         md["n_periods"] = prior.n_periods + len(periods)
     md.update(series_id=series_id, time_column=so.time.column if so.time.column else "given in memory",
-              composition=composition,
+              composition=composition, unit=f"{'person' if c.cap is not None else 'record'}:"
+                                            f"{c.cap if c.cap is not None else c.sensitivity}",
               accounting=ACCOUNTING_TEXT[composition].format(k=c.cap),
               person_accounting=None if c.cap is None else so.person_accounting, cumulative=so.cumulative)
     return md

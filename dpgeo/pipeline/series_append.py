@@ -39,10 +39,11 @@ class Prior:
         return len(self.metadata.get("periods", []))
 
     @property
-    def last_layer(self):
-        last = self.metadata["periods"][-1]["label"] if self.n_periods else None
-        return self.layer[self.layer["period"] == last] if len(self.layer) and "period" in self.layer else \
-            self.layer.iloc[0:0]
+    def tracks(self):
+        """Each cluster id of the series with its geometry in the latest period it appears in (or None)."""
+        if "cluster_id" not in self.layer.columns or not len(self.layer):
+            return None
+        return self.layer.sort_values("period_start", kind="stable").groupby("cluster_id", sort=True).tail(1)
 
     @property
     def next_id(self) -> int:
@@ -109,8 +110,9 @@ def earlier_series(append, mech, p, area, so, unit, composition) -> Prior:
     if info.get("period") != so.periods.kind or info.get("timezone") != so.periods.timezone:
         problems.append(f"its periods are by {info.get('period')} in {info.get('timezone')}, this run's by "
                         f"{so.periods.kind} in {so.periods.timezone}")
-    if info.get("composition") != composition or md.get("privacy_unit") != unit.partition(":")[0]:
-        problems.append("its privacy unit or accounting differs")
+    if info.get("composition") != composition or info.get("unit") != unit:
+        problems.append(f"its privacy unit differs ({info.get('unit')}, {info.get('composition')}; this run: {unit}, "
+                        f"{composition})")
     if problems:
         raise ParameterError("append: the new periods must continue the same map, but " + "; ".join(problems))
     from ..periods import parse_instant
