@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -404,3 +405,75 @@ def test_command_line_series_and_append(tmp_path):
     p = subprocess.run(base[:5] + ["-o", str(tmp_path / "x.gpkg")] + base[7:] + ["--period-end", "2014-06-01"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 2 and "period_start" in p.stderr and not (tmp_path / "x.gpkg").exists()
+
+
+def test_a_one_pass_person_series_needs_a_mechanism_linear_in_the_cap():
+    """PrivTHR_EM with bior2.2: the quality's sensitivity for K = 3 is 20, not 3 × 7; one point would cost more than
+    ε/K, so the one-pass accounting is refused and the per-period one is not."""
+    x, y, t = _points(600, months=2)
+    person = np.arange(x.size) % 50
+    kw = dict(method="privthr-em", wavelet="bior2.2", cell_m=100, epsilon=1.0, **DOMAIN, time=t, period="month",
+              period_start="2014-01-01", period_end="2014-03-01", person=person, max_points_per_person=3, seed=1)
+    with pytest.raises(ParameterError, match="not 1/K-DP for one point"):
+        dpgeo.wavecluster((x, y, "EPSG:32615"), **kw)
+    res = dpgeo.wavecluster((x, y, "EPSG:32615"), person_accounting="period", **kw)
+    assert res.metadata["series"]["composition"] == "sequential"
+    ok = dpgeo.wavecluster((x, y, "EPSG:32615"), **{**kw, "wavelet": "haar"})
+    assert ok.metadata["series"]["composition"] == "one-pass"
+
+
+# -- running totals: the binary-tree mechanism ---------------------------------------------------------------------
+
+def test_tree_totals_are_sums_of_the_dyadic_nodes_and_their_noise_has_the_stated_scale():
+    """Every period's total is the exact prefix plus the noise of popcount(t + 1) nodes, each discrete Laplace of
+    decay exp(−ε/(s·L)). χ² of one node's noise over 40,000 empty cells against that law, at a false-failure rate
+    of 1e-6; with L or s left out of the scale (decay exp(−ε/s)) the statistic is far beyond the threshold."""
+    from scipy import stats
+
+    from dpgeo.mechanisms.tree import tree_running_totals
+    from dpgeo.noise import NoiseSource, discrete_laplace_pmf
+
+    n_cells, t_n, eps, s = 40_000, 5, 1.0, 2
+    counts = np.zeros((t_n, n_cells), dtype=np.int64)
+    r = tree_running_totals(counts, epsilon=eps, sensitivity=s, rng=NoiseSource(7))
+    assert r.levels == 3 and r.nodes_used.tolist() == [1, 1, 2, 1, 2]
+    z = r.totals[0]  # one node: period 0
+    edges = np.arange(-6, 7)
+    observed = np.r_[(z < -6).sum(), [(z == k).sum() for k in edges], (z > 6).sum()]
+
+    def expected(q):
+        pmf = discrete_laplace_pmf(edges, q)
+        tail = (1 - pmf.sum()) / 2
+        return n_cells * np.r_[tail, pmf, tail]
+
+    crit = stats.chi2.isf(1e-6, observed.size - 1)
+    assert stats.chisquare(observed, expected(math.exp(-eps / (s * 3)))).statistic < crit
+    assert stats.chisquare(observed, expected(math.exp(-eps / s))).statistic > 10 * crit
+    # the same noise draws, counts added: the totals move by exactly the running sums of the counts
+    c = np.arange(5 * 3).reshape(5, 3)
+    r2 = tree_running_totals(c, epsilon=eps, sensitivity=1, rng=NoiseSource(3))
+    r0 = tree_running_totals(np.zeros_like(c), epsilon=eps, sensitivity=1, rng=NoiseSource(3))
+    assert np.array_equal(r2.totals - r0.totals, np.cumsum(c, axis=0))
+    # period 2 (t + 1 = 3 = 2 + 1) shares the node [0, 2) with period 1
+    assert not np.array_equal(r0.totals[2], r0.totals[1]) and r0.nodes_used[2] == 2
+
+
+def test_running_totals_series(tmp_path):
+    x, y, t = _points(4000, months=6)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    kw = dict(time=t, period="month", period_start="2014-01-01", period_end="2014-07-01", cumulative=True,
+              dataset="d", ledger=ledger, **SPANS)
+    res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), **kw)
+    assert res.periods == [f"2014-0{m}" for m in range(1, 7)]
+    assert res.metadata["tree_levels"] == 3 and res.metadata["series"]["cumulative"]
+    assert ledger.budget("d").spent_epsilon == 1
+    last = res.releases[-1].layer
+    assert {"cell_id", "dp_total", "dp_total_low", "dp_total_high"} <= set(last.columns)
+    # the totals grow over the months: the last month's cells hold about all the points (noise is small here)
+    assert abs(int(last["dp_total"].sum()) - x.size) < 0.2 * x.size
+    with pytest.raises(ParameterError, match="no appended period"):
+        dpgeo.dbscan_spans((x, y, "EPSG:32615"), **{**kw, "append": res, "period_start": "2014-07-01",
+                                                    "period_end": "2014-08-01"})
+    with pytest.raises(ParameterError, match="person_accounting='series'"):
+        dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=np.arange(x.size) % 100, max_points_per_person=3,
+                           person_accounting="period", **kw)

@@ -178,6 +178,11 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
     area = _study_area(v["domain"], v["domain_crs"], v["crs"])
     grid, grid_for = _fixed_grid(area, lambda a: mech.grid(a, p, c, v["max_memory_bytes"]))
     mech.setup(grid, p, c)
+    if composition == "one-pass" and not mech.linear_in_contribution(grid, p, c):
+        raise ParameterError(f"{mech.short_title(p)} with these parameters is not {epsilon:g}/K-DP for one point, so "
+                             "a cap of K points per person over the whole series would not cost epsilon once "
+                             "(docs/privacy.md §6, Series); use per-period caps: person_accounting='period' "
+                             "(--person-accounting period), each period costing epsilon")
     periods = so.periods
     prior = earlier_series(so.append, mech, p, area, so, unit, composition) if so.append is not None else None
     source = NoiseSource(v["seed"])
