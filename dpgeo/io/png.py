@@ -259,8 +259,15 @@ def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, ti
     # text chunks that are not Latin-1 (ε, δ) are written as UTF-8 iTXt chunks by Pillow
     info = {"dpgeo": json.dumps(metadata, separators=(",", ":"), ensure_ascii=True),
             "Software": f"dpgeo {__version__}", "Description": privacy_line(metadata)}
+    from .html_series import series_config
+
     with matplotlib.rc_context(_font_rc()):
-        fig = _figure(gdf, metadata, crs, float(width_in), title)
+        if series_config(metadata):  # a map series: one panel per period
+            from .png_series import series_figure
+
+            fig = series_figure(gdf, metadata, crs, float(width_in), title)
+        else:
+            fig = _figure(gdf, metadata, crs, float(width_in), title)
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight",
                                                    pad_inches=0.15, facecolor="white", metadata=info))
     return path
