@@ -5,10 +5,15 @@ QGIS keeps a layer's default style in the GeoPackage's ``layer_styles`` table
 project. For a series (:mod:`dpgeo.series`) dpgeo writes one there with
 
 * the temporal properties (QGIS 3.22 stores them in the QML's ``<temporal>``
-  element): *active*, mode "separate fields for start and end date/time"
-  (``mode="2"``) on ``period_start`` and ``period_end``, the end excluded
-  (``limitMode="0"``), so the temporal controller shows each period's
-  features in its own frame;
+  element): *active*, start and end from the expressions
+  ``to_datetime("period_start")`` and ``to_datetime("period_end")``
+  (``mode="4"``), the end excluded (``limitMode="0"``), so the temporal
+  controller shows each period's features in its own frame. Not the plain
+  field mode (``mode="2"``): QGIS compiles a comparison of a field with a
+  time into SQL on the GeoPackage's ISO 8601 text, which orders
+  ``2017-04-01T05:00:00.000Z`` after ``2017-04-01 05:00:00``, and the end of
+  one period is the start of the next, so each frame would also show the
+  period before. An expression is evaluated by QGIS itself, on times;
 * the cluster style of the QGIS plugin and the web map: categorised on
   ``cluster_id`` with the library's palette (:mod:`dpgeo.io.palette`), so a
   cluster keeps its colour through the periods.
@@ -35,10 +40,13 @@ from xml.sax.saxutils import quoteattr
 
 from . import palette
 
-__all__ = ["series_qml", "add_default_style", "is_series_layer", "STYLE_NAME"]
+__all__ = ["series_qml", "add_default_style", "is_series_layer", "STYLE_NAME", "START_EXPRESSION", "END_EXPRESSION"]
 
 #: The name of the style dpgeo stores (QGIS lists it in the layer's style manager).
 STYLE_NAME = "dpgeo series"
+#: The start and end of a feature's period for QGIS's temporal controller (evaluated by QGIS, not compiled to SQL).
+START_EXPRESSION = 'to_datetime("period_start")'
+END_EXPRESSION = 'to_datetime("period_end")'
 
 
 def is_series_layer(gdf) -> bool:
@@ -68,9 +76,10 @@ def _fill_symbol(name, i):
 
 def series_qml(gdf) -> str:
     """The QML of a series layer's default style: temporal properties on, clusters coloured as everywhere else."""
-    temporal = ('<temporal enabled="1" mode="2" startField="period_start" endField="period_end" '
-                'startExpression="" endExpression="" durationField="" durationUnit="min" fixedDuration="0" '
-                'accumulate="0" limitMode="0"><fixedRange><start></start><end></end></fixedRange></temporal>')
+    temporal = ('<temporal enabled="1" mode="4" startField="period_start" endField="period_end" '
+                f'startExpression={quoteattr(START_EXPRESSION)} endExpression={quoteattr(END_EXPRESSION)} '
+                'durationField="" durationUnit="min" fixedDuration="0" accumulate="0" limitMode="0">'
+                '<fixedRange><start></start><end></end></fixedRange></temporal>')
     renderer = ""
     categories = "Temporal"
     if "cluster_id" in gdf.columns and len(gdf):
