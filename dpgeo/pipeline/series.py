@@ -291,7 +291,8 @@ def series_metadata(md, period_mds, outcome_mds, charge_md, info, p, prior=None)
             shared.setdefault(k, val)
     out.update({k: val for k, val in shared.items() if k not in differ})
     out.update(charge_md)
-    out["release_id"] = info["series_id"]
+    out["release_id"] = charge_md.get("release_id", info["series_id"])  # this run (an append has its own)
+    out["series_id"] = info["series_id"]
     out["series"] = info
     out["parameters"] = {k: val for k, val in p.items() if k != "epsilon"}
     entries = [] if prior is None else list(prior.metadata.get("periods", []))
