@@ -64,7 +64,8 @@ def test_service_inputs_are_the_declared_parameters(mech):
         assert desc["minOccurs"] == (1 if p.required else 0)
         assert desc["description"] == p.help
     extra = set(proc.inputs) - {p.name for p in mech.offered("service")}
-    assert extra <= {"dataset", "epsilon", "title"}
+    series = {"time", "period", "period_start", "period_end", "person_accounting", "append", "cumulative"}
+    assert extra <= {"dataset", "epsilon", "title"} | series
 
 
 @pytest.mark.parametrize("mech", [m for m in MECHANISMS if m.entry_point], ids=lambda m: m.name)

@@ -30,6 +30,8 @@ privthr-z                 750     8.3e-10     2.5e-07           Δ|Z| = 1: 2e-15
 privthr-em                1900    1.8e-16     4.0e-07           no factor 2: 6.1e-07; Δu = 1: 6.1e-07; split
                                                                 swapped: < 1e-15
 e2e-cap                   125     1.1e-10     6.9e-09           sensitivity not scaled by K: 9.2e-07
+series                    700     4.1e-09     3.3e-07           periods overlap: 1.1e-06
+series-person             700     2.9e-21     2.6e-07           cap counted per period: 3.2e-08
 ========================  ======  ==========  ================  ==============================================
 
 "false fail" is the probability that the correct mechanism fails its

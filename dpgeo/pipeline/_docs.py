@@ -242,7 +242,32 @@ def parameters_markdown(mechanisms) -> str:
                 f"{_md(p.range_text()) or '—'} | {_md(p.default_text())}{' (advanced)' if p.advanced else ''} | "
                 f"{where} | {_md(p.help)} |")
         out.append("")
+    out += series_markdown()
     return "\n".join(out)
+
+
+#: The series' keywords: their command-line option and QGIS parameter (every release takes them).
+SERIES_FRONTS = (("time", "--time", "TIME_FIELD"), ("period", "--period", "PERIOD"),
+                 ("period_start", "--period-start", "PERIOD_START"), ("period_end", "--period-end", "PERIOD_END"),
+                 ("timezone", "--timezone", "TIMEZONE"), ("time_format", "--time-format", "TIME_FORMAT"),
+                 ("person_accounting", "--person-accounting", "PERSON_ACCOUNTING"), ("append", "--append", None),
+                 ("cumulative", "--cumulative", "CUMULATIVE"))
+
+
+def series_markdown() -> list:
+    """The table of the series' keywords in ``docs/parameters.md``."""
+    out = ["## Every release: a map series", "",
+           "Every mechanism that reads data releases one map per public period when given a time and a period "
+           "(README, \"Maps over time\"; docs/privacy.md §6). The same keywords everywhere; the service takes "
+           "`time` (one of the dataset's `time_columns`), `period`, `period_start`, `period_end`, "
+           "`person_accounting`, `append` (a series id) and `cumulative` as process inputs.", "",
+           "| Python | command line | QGIS | type | default | meaning |", "|---|---|---|---|---|---|"]
+    for name, flag, qgis in SERIES_FRONTS:
+        typ, text = COMMON_DOCS[name]
+        default = COMMON_DEFAULTS[name]
+        out.append(f"| `{name}` | `{flag}` | {f'`{qgis}`' if qgis else '—'} | {_md(typ)} | "
+                   f"{_md('none' if default is None else default)} | {_md(text)} |")
+    return out + [""]
 
 
 def qgis_offered(mechanisms) -> list:
