@@ -17,16 +17,27 @@ def pytest_addoption(parser):
                           "makes in bounded form (DPGEO_RUN_SLOW=1 does the same; benchmarks/README.md)")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Leave out the ``slow`` tests unless asked; groups for ``pytest -n N --dist loadgroup``.
-
-    A ``slow`` test runs with ``--run-slow``, or when it is named by its node id (``file.py::test``);
-    every one of them has a bounded counterpart in the default run (see its docstring).
+def pytest_itemcollected(item):
+    """Groups for ``pytest -n N --dist loadgroup``, given as each test is collected (pytest-xdist reads them off
+    the items before any ``pytest_collection_modifyitems`` of ours would run).
 
     A test file runs whole on one worker (its module fixtures are built once, and tests that follow one
     another in a file keep their order). All the QGIS tests share one worker: each QGIS session cleans up the
     temporary folders QGIS made while it ran, which would take a concurrent session's folders away. A test
     that names its own ``xdist_group`` keeps it.
+    """
+    if item.get_closest_marker("xdist_group") is not None:
+        return
+    path = str(item.path)
+    group = "qgis" if f"{os.sep}tests{os.sep}qgis{os.sep}" in path else os.path.relpath(path, item.config.rootpath)
+    item.add_marker(pytest.mark.xdist_group(name=group))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leave out the ``slow`` tests unless asked.
+
+    A ``slow`` test runs with ``--run-slow``, or when it is named by its node id (``file.py::test``);
+    every one of them has a bounded counterpart in the default run (see its docstring).
     """
     named = any("::" in str(a) for a in config.args)
     if not (config.getoption("--run-slow") or named):
@@ -34,9 +45,3 @@ def pytest_collection_modifyitems(config, items):
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if item.get_closest_marker("slow") is None]
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        path = str(item.path)
-        group = "qgis" if f"{os.sep}tests{os.sep}qgis{os.sep}" in path else os.path.relpath(path, config.rootpath)
-        item.add_marker(pytest.mark.xdist_group(name=group))

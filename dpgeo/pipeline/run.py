@@ -21,6 +21,9 @@ Every mechanism declared with :class:`dpgeo.declare.Mechanism` runs through
 
 from __future__ import annotations
 
+import os
+import sys
+
 from ..counting import count_points
 from ..noise import NoiseSource
 from ..randomness import check_seed
@@ -75,7 +78,16 @@ def run_preview(mech, values: dict) -> dict:
     return mech.preview(area, p, contribution(sensitivity=sensitivity))
 
 
-def run_release(mech, points, values: dict, *, stacklevel=2) -> Release:
+def _frames_to_caller() -> int:
+    """How many frames above :func:`run_release` the first one outside dpgeo is (the user's call)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, n = sys._getframe(2), 0  # 2: run_release
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, n = frame.f_back, n + 1
+    return n + 1
+
+
+def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
     """Run ``mech`` on ``points`` with ``values`` (its parameters and the common keyword arguments).
 
     ``values`` is usually the entry point's ``locals()``; keys that are neither
@@ -84,8 +96,10 @@ def run_release(mech, points, values: dict, *, stacklevel=2) -> Release:
     ``period``, ...), which make the run a series
     (:func:`dpgeo.pipeline.series.run_series`). Warnings
     (not private, an unnamed dataset) point ``stacklevel`` frames above this
-    function: by default at the entry point's caller.
+    function: by default at the first caller outside dpgeo.
     """
+    if stacklevel is None:
+        stacklevel = _frames_to_caller()
     from .series import is_series, run_series
 
     if is_series(values):  # time=, period=, ...: one release per public period (pipeline/series.py)

@@ -40,6 +40,16 @@ def test_run_noise_preview(qgis_process, sample_study_area):
     assert json.loads(results["PREVIEW_JSON"])["kappa"] > 0
 
 
+def test_noise_preview_prints_the_comparison_rows_by_default(qgis_process, sample_study_area):
+    """Without COMPARE_EPSILONS the default list applies (it did only in the dialog): a row per ε in the log."""
+    proc = qgis_process("run", "dpgeo:noisepreview", "--", "EPSILON=1", "RADIUS=200", "MIN_POINTS=100",
+                        f"STUDY_AREA_LAYER={sample_study_area}")
+    assert proc.returncode == 0, proc.stderr
+    firsts = [line.split()[0] for line in proc.stdout.splitlines() if line.strip()]
+    for eps in ("0.1", "0.5", "1", "2"):
+        assert eps in firsts, proc.stdout
+
+
 def test_run_dbscan_spans_writes_a_private_geopackage(qgis_process, qgis_app, sample_points, sample_study_area,
                                                        tmp_path):
     from qgis.core import QgsVectorLayer, QgsWkbTypes
