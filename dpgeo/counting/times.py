@@ -277,17 +277,25 @@ def _iso_seconds(s, timezone, rows):
 
 
 def _offsets(zone, rows):
-    """Seconds east of UTC of zone designators (``Z``, ``UTC``, ``+02``, ``+0200``, ``-04:00``)."""
+    """Seconds east of UTC of zone designators (``Z``, ``UTC``, ``+02``, ``+0200``, ``-04:00``), vectorised."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    z = np.asarray(pc.fill_null(pc.replace_substring(zone, ":", ""), "").to_pylist(), dtype=object)
-    out = np.zeros(z.size, dtype=np.int64)
-    for i in np.flatnonzero(rows):  # distinct zones are few; a loop over the rows that have one
-        text = z[i]
-        if text in ("Z", "z", "UTC") or not text:
-            continue
-        sign = -1 if text[0] == "-" else 1
-        out[i] = sign * (int(text[1:3]) * 3600 + int(text[3:5] or 0) * 60)
+    z = pc.replace_substring(pc.fill_null(zone, ""), ":", "")
+    m = pc.extract_regex(z, r"^(?P<s>[+-])(?P<h>\d{2})(?P<m>\d{2})?$")
+    numeric = np.asarray(pc.fill_null(m.is_valid(), False)) & rows
+    out = np.zeros(len(zone), dtype=np.int64)
+    if not numeric.any():
+        return out
+
+    def part(name):
+        f = pc.struct_field(m, name)
+        f = pc.if_else(pc.equal(pc.utf8_length(f), 0), pa.scalar("0"), f)
+        return pc.fill_null(pc.cast(pc.fill_null(f, "0"), pa.int64(), safe=False), 0).to_numpy(zero_copy_only=False)
+
+    sign = np.where(np.asarray(pc.fill_null(pc.equal(pc.struct_field(m, "s"), "-"), False)), -1, 1)
+    secs = sign * (part("h") * 3600 + part("m") * 60)
+    out[numeric] = secs[numeric]
     return out
 
 
