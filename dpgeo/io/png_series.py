@@ -33,7 +33,7 @@ def series_figure(gdf, metadata, crs, width_in, title):
     from matplotlib.patches import PathPatch
 
     from .html import _heading, study_area_outline
-    from .png import _drawing_crs, _path_of, _PT_PER_MM
+    from .drawing import _PT_PER_MM, _drawing_crs, _path_of
 
     md = metadata or {}
     periods = [str(p.get("label")) for p in md.get("periods", [])]

@@ -44,6 +44,7 @@ from ..noise import NoiseSource
 from ..periods import make_periods
 from ..randomness import check_seed
 from ..release import Release, run_protected_files, start_charge
+from .series_info import ACCOUNTING_TEXT, series_info  # noqa: F401 (ACCOUNTING_TEXT: exported from here)
 from ._common import (
     _fixed_grid,
     _progress,
@@ -63,17 +64,6 @@ SERIES_DEFAULTS = {"time": None, "period": None, "period_start": None, "period_e
 SERIES_KEYS = tuple(SERIES_DEFAULTS)
 #: How the per-person cap counts in a series: over the whole series, or in each period.
 PERSON_ACCOUNTING = ("series", "period")
-
-ACCOUNTING_TEXT = {
-    "parallel": ("one record lies in one period: the periods compose in parallel, so the series costs epsilon "
-                 "once; a later period appended with the same or a smaller epsilon costs nothing more "
-                 "(docs/privacy.md §6, Series)"),
-    "one-pass": ("at most {k} point(s) per person over the whole series, drawn in one pass over all periods: the "
-                 "series costs epsilon once; no period can be appended to it (docs/privacy.md §6, Series)"),
-    "sequential": ("at most {k} point(s) per person in each period: the periods compose sequentially, each costs "
-                   "epsilon, and the dataset's total bounds them all (docs/privacy.md §6, Series)"),
-}
-
 
 def is_series(values: dict) -> bool:
     """Whether the keyword arguments ask for a series (any series keyword away from its default)."""
@@ -259,20 +249,6 @@ def _within(progress, start, span):
     if progress is None:
         return None
     return lambda frac, msg: progress(start + span * float(frac), msg)
-
-
-def series_info(periods, so, composition, c, series_id, prior=None) -> dict:
-    """What every period's metadata, and the series', say about the series (public)."""
-    md = periods.to_metadata()
-    if prior is not None:
-        md["period_start"] = prior.metadata["series"]["period_start"]
-        md["n_periods"] = prior.n_periods + len(periods)
-    md.update(series_id=series_id, time_column=so.time.column if so.time.column else "given in memory",
-              composition=composition, unit=f"{'person' if c.cap is not None else 'record'}:"
-                                            f"{c.cap if c.cap is not None else c.sensitivity}",
-              accounting=ACCOUNTING_TEXT[composition].format(k=c.cap),
-              person_accounting=None if c.cap is None else so.person_accounting, cumulative=so.cumulative)
-    return md
 
 
 #: Keys of a period's metadata that are the period's own (not the series').
