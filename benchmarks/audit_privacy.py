@@ -57,6 +57,7 @@ MECHANISMS = {
     "privthr": ("PrivTHR (counts + |Z|′)", "count noise scale x1/2"),
     "privthr-z": ("PrivTHR |Z|′ alone (ε₂)", "|Z|′ noise scale x1/2"),
     "privthr-em": ("PrivTHR_EM threshold (ε₂)", "EM quality sensitivity 1 (record size ignored)"),
+    "auto": ("spans without a radius (auto): total + histogram", "auto histogram noise scale x1/2"),
 }
 
 _SCENARIOS: dict = {}

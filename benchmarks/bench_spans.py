@@ -22,11 +22,16 @@ Figures, each measured in a fresh subprocess (peak RSS from getrusage):
 3. baselines in the same run: ``numpy.bincount`` of the same cells (the
    least any histogram can cost) and ``geopandas.read_parquet`` + ``to_crs``
    (the ordinary way to load and project such a file).
+4. the same two figures for spans **without a radius** (``auto``: the noisy
+   total, the cell width it picks, the histogram and every density level,
+   the flat map and the tree of levels), each printed with its ratio to the
+   fixed-parameter figure of the same run. Target: at most 1.5x.
 
 Usage::
 
     python benchmarks/bench_spans.py                    # both settings, 11 M points
     python benchmarks/bench_spans.py --settings sf --n 2000000
+    python benchmarks/bench_spans.py --settings sf --skip-geopandas    # the auto rows' setting only
 """
 
 from __future__ import annotations
@@ -117,6 +122,38 @@ for _ in range(3):  # first run in a fresh process, then warm runs
 print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3), clusters=spans.n_clusters,
                       core_cells=spans.n_core_cells, span_cells=int(spans.cell_id.size), cells=grid.n_cells, histogram=kind, theta=theta)))
 """,
+    "mechanism_auto": """
+import numpy as np, time, json, sys
+from dpgeo.domain import StudyArea
+from dpgeo.histogram import exact_counts
+from dpgeo.mechanisms.auto import auto_spans_cells
+from dpgeo.mechanisms.resolution import fine_grid
+from dpgeo.noise import NoiseSource
+d = np.load(sys.argv[1])
+x, y = d["x"], d["y"]
+area = StudyArea.from_bbox({bbox})
+times = []
+for _ in range(3):  # first run in a fresh process, then warm runs
+    t = time.perf_counter()
+    f = fine_grid(area)
+    a = f.assign(x, y)
+    ids, counts = exact_counts(f, a.cell_id)
+    del a
+    r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource())
+    times.append(time.perf_counter() - t)
+    del ids, counts
+c = r.clusters
+print(json.dumps(dict(seconds=times[0], warm_seconds=round(min(times[1:]), 3), clusters=c.n_clusters,
+                      levels=len(c.node_cells), cells=r.grid.n_cells, cell_width_m=round(r.grid.cell_m, 1),
+                      floor_cells=r.settings["n_floor_cells"], thresholds=r.settings["n_thresholds"])))
+""",
+    "end_to_end_auto": """
+import time, json, sys, dpgeo
+t = time.perf_counter()
+r = dpgeo.dbscan_spans(sys.argv[1], epsilon=1.0, domain={bbox})
+r.to_file(sys.argv[2])
+print(json.dumps(dict(seconds=time.perf_counter() - t, clusters=len(r.layer), levels=len(r.levels))))
+""",
     "bincount_baseline": """
 import numpy as np, time, json, sys
 from dpgeo.domain import StudyArea
@@ -162,7 +199,7 @@ def run_stage(name, setting, *args):
     return out
 
 
-def run_setting(name, n, work, with_geopandas):
+def run_setting(name, n, work, with_geopandas, with_auto=True):
     setting = SETTINGS[name]
     npz = os.path.join(work, f"{name}_{n}.npz")
     pq_path = os.path.join(work, f"{name}_{n}.parquet")
@@ -187,8 +224,21 @@ def run_setting(name, n, work, with_geopandas):
     if with_geopandas:
         rows.append(("  baseline: geopandas.read_parquet + to_crs",
                      run_stage("geopandas_load_baseline", setting, pq_path), None))
+    if with_auto:
+        fixed_mech, fixed_e2e = rows[0][1], rows[2][1]
+        mech = run_stage("mechanism_auto", setting, npz)
+        e2e = run_stage("end_to_end_auto", setting, pq_path, os.path.join(work, f"{name}_auto.gpkg"))
+        mech["ratio_to_fixed"] = round(mech["seconds"] / fixed_mech["seconds"], 2)
+        mech["warm_ratio_to_fixed"] = round(mech["warm_seconds"] / fixed_mech["warm_seconds"], 2)
+        e2e["ratio_to_fixed"] = round(e2e["seconds"] / fixed_e2e["seconds"], 2)
+        rows += [("auto: mechanism (levels included)", mech, ("ratio", 1.5, mech["warm_ratio_to_fixed"])),
+                 ("auto: end to end (GeoParquet -> GeoPackage)", e2e, ("ratio", 1.5, e2e["ratio_to_fixed"]))]
     for label, r, target in rows:
-        tgt = f"target <= {target:.0f} s: {'met' if r['seconds'] <= target else 'MISSED'}" if target else ""
+        if isinstance(target, tuple):
+            _, limit, ratio = target
+            tgt = f"{ratio:.2f}x the fixed run, target <= {limit:g}x: {'met' if ratio <= limit else 'MISSED'}"
+        else:
+            tgt = f"target <= {target:.0f} s: {'met' if r['seconds'] <= target else 'MISSED'}" if target else ""
         extra = {k: v for k, v in r.items() if k not in ("seconds", "peak_rss_mb")}
         print(f"{label:48s} {r['seconds']:7.2f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   {tgt}")
         if extra:
@@ -202,6 +252,7 @@ def main():
     ap.add_argument("--settings", default="sf,nyc", help="comma-separated: sf, nyc (default both)")
     ap.add_argument("--workdir", default=None, help="keep the generated files here")
     ap.add_argument("--skip-geopandas", action="store_true", help="skip the slow geopandas baseline")
+    ap.add_argument("--skip-auto", action="store_true", help="skip the rows of spans without a radius")
     args = ap.parse_args()
     names = [s.strip() for s in args.settings.split(",") if s.strip()]
     unknown = [s for s in names if s not in SETTINGS]
@@ -210,7 +261,8 @@ def main():
     work = args.workdir or tempfile.mkdtemp(prefix="dpgeo-bench-")
     os.makedirs(work, exist_ok=True)
     for i, name in enumerate(names):
-        run_setting(name, args.n, work, with_geopandas=(i == 0 and not args.skip_geopandas))
+        run_setting(name, args.n, work, with_geopandas=(i == 0 and not args.skip_geopandas),
+                    with_auto=not args.skip_auto)
 
 
 if __name__ == "__main__":

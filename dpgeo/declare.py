@@ -436,12 +436,18 @@ class Mechanism:
 
 @dataclass
 class Outcome:
-    """What a mechanism's run returns: the layer, its metadata and the released cells."""
+    """What a mechanism's run returns: the layer, its metadata and the released cells.
+
+    ``levels``: a second layer of the same release (DP-DBSCAN spans without a
+    radius: the tree of density levels), or a function that builds it on first
+    use; it becomes :attr:`dpgeo.release.Release.levels`.
+    """
 
     layer: Any
     metadata: dict = field(default_factory=dict)
     cells: Any = None
     not_private_reasons: list = field(default_factory=list)
+    levels: Any = None
 
 
 __all__.append("Outcome")

@@ -24,7 +24,6 @@ import json
 import os
 import secrets
 import warnings
-
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -347,12 +346,20 @@ class Release:
     cells : object
         The released cell set (grid and per-cell cluster labels), e.g. for
         evaluation against labelled data.
+    levels : geopandas.GeoDataFrame or None
+        Spans without a radius (``auto``): the tree of clusters over all
+        density levels, nested polygons with ``level_id``, ``parent_id``,
+        ``level``, ``level_top``, ``stability``, ``cluster_id`` (the flat
+        map's cluster it is, if any), ``depth`` and the columns of ``layer``.
+        Same release, same ε. ``None`` for the other mechanisms.
     """
 
     layer: Any
     metadata: dict
     diagnostics: dict = field(default_factory=dict)
     cells: Any = None
+    #: the levels layer, or a function that builds it on first use (its polygons can take seconds)
+    _levels: Any = field(default=None, repr=False, compare=False)
     #: ``(what, path)`` of the files :meth:`to_file` must never replace (the private input, the study area,
     #: the ledger): kept here, never in the metadata.
     _protected: tuple = field(default=(), repr=False, compare=False)
@@ -374,11 +381,18 @@ class Release:
                 "release_id": c.release_id, "spent_epsilon": r.spent_epsilon, "total_epsilon": r.total_epsilon}
 
     @property
+    def levels(self):
+        """The tree of levels (``auto`` only, else None), built on first use: same release, same ε."""
+        if callable(self._levels):
+            self._levels = self._levels()
+        return self._levels
+
+    @property
     def differentially_private(self) -> bool:
         return bool(self.metadata.get("differentially_private"))
 
     def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap="osm", attribution=None,
-                title=None) -> str:
+                title=None, levels=None) -> str:
         """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension.
 
         GeoJSON and the HTML map are always EPSG:4326 (RFC 7946); a
@@ -392,10 +406,22 @@ class Release:
         or PNG map (default: the mechanism). See :func:`dpgeo.io.write_layer`.
         Writing is free (post-processing of the release); the file appears
         only when complete, and is recorded with the release in the ledger.
+
+        ``levels`` (spans without a radius): also write the tree of density
+        levels — the GeoPackage layer ``<name>_levels`` in the same file, or
+        ``<stem>_levels.geojson`` beside a GeoJSON file. Default: when the
+        release was made with ``levels=True``.
         """
         from .io.paths import check_not_input
 
         check_not_input(path, self._protected)
+        if levels is None:
+            levels = bool(self.metadata.get("levels_layer"))
+        lv = self.levels if levels else None
+        side = None
+        if lv is not None and output_driver(path, driver) == "GeoJSON":
+            side = os.path.splitext(os.fspath(path))[0] + "_levels.geojson"
+            check_not_input(side, self._protected)
         md = dict(self.metadata)
         if crs is not None and output_driver(path, driver) == "GPKG":
             from pyproj import CRS
@@ -403,9 +429,9 @@ class Release:
             c = CRS.from_user_input(crs)
             md["output_crs"] = f"EPSG:{c.to_epsg()}" if c.to_epsg() else c.name
         written = write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                              attribution=attribution, title=title)
+                              attribution=attribution, title=title, levels=lv)
         if self._charge is not None:
-            self._charge.record_outputs([written])
+            self._charge.record_outputs([written] + ([side] if side else []))
         return written
 
     def summary(self) -> str:

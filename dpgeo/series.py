@@ -178,16 +178,16 @@ class SeriesRelease(Release):
         return [p["label"] for p in self.metadata.get("periods", [])]
 
     def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap="osm", attribution=None,
-                title=None, per_period=False):
+                title=None, per_period=False, levels=None):
         """Write the series as one time-enabled file (see :meth:`Release.to_file`); with ``per_period``, also
-        one file per period of this run (``series_2014-04.gpkg``, ...). Returns the path, or with
-        ``per_period`` the list of paths (the series' first)."""
+        one file per period of this run (``series_2014-04.gpkg``, ...), each with its own levels layer when
+        it has one. Returns the path, or with ``per_period`` the list of paths (the series' first)."""
         written = super().to_file(path, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                                  attribution=attribution, title=title)
+                                  attribution=attribution, title=title, levels=False)
         if not per_period:
             return written
         return [written] + self.period_files(path, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                                             attribution=attribution, title=title)
+                                             attribution=attribution, title=title, levels=levels)
 
     def period_files(self, path, **kw) -> list:
         """One file per period of this run, named after ``path`` and the period's label."""

@@ -28,6 +28,7 @@ import shapely
 from scipy import stats
 
 import dpgeo
+import dpgeo.pipeline._common
 import dpgeo.pipeline.dbscan
 import dpgeo.pipeline.run
 import dpgeo.pipeline.series
@@ -37,8 +38,10 @@ from dpgeo.counting.accumulate import sum_by_id
 from dpgeo.counting.reservoir import PersonReservoir
 from dpgeo.domain import StudyArea
 from dpgeo.grid import Grid, cell_width_for_radius, neighbourhood_offsets
+from dpgeo.mechanisms import auto as m_auto
 from dpgeo.mechanisms import dbscan
 from dpgeo.mechanisms import wavecluster as wc
+from dpgeo.mechanisms.resolution import fine_grid
 from dpgeo.mechanisms.wavecluster import _checks as m_checks
 from dpgeo.mechanisms.wavecluster import privqt as m_privqt
 from dpgeo.mechanisms.wavecluster import privthr as m_privthr
@@ -523,6 +526,36 @@ def series_person(epsilon: float = 2.0, k: int = 1, n: int = 700) -> Scenario:
          "series cap counted per period": [(1 / (1 + q) ** 2, q ** (2 * k) / (1 + q) ** 2)]},
         f"one person with {k} point(s) in January and {k} in February ({k} kept over the series)",
         make_source=lambda seed: itertools.count(seed * 1_000_003 + 1))
+def auto_spans(epsilon: float = 1.0, n: int = 1500, points: int = 40) -> Scenario:
+    """Spans without a radius (``auto``): the noisy total and the histogram together, one record apart.
+
+    Every point lies in the corner cell of the finest grid of a 100 m square, so
+    whatever cell width the noisy total picks they all lie in the first cell
+    ``c`` of the released histogram. ``D`` has ``N - 1 = 39`` points, ``D′``
+    ``N = 40``. The statistic is ``(n̂, released count of c)``; ``S`` = "both are
+    at least ``N``": ``Pr[S | D′] = Pr[Z₀ ≥ 0] Pr[Z₁ ≥ 0] = 1/((1+q₀)(1+q₁))``,
+    ``Pr[S | D] = q₀q₁/((1+q₀)(1+q₁))``, ratio ``e^{ε₀+ε₁} = e^ε``
+    (``q₀ = e^{-ε₀}``, ``q₁ = e^{-ε₁}``, the two shares of the budget).
+    """
+    area = StudyArea.from_bbox((0, 0, 100, 100), CRS, working_crs=CRS)
+    fine = fine_grid(area)
+    e0, e1 = m_auto.auto_budget(epsilon)
+    data = {"D": points - 1, "D'": points}
+
+    def run(which, rng):
+        r = m_auto.auto_spans_cells(fine, np.array([0]), np.array([data[which]]), epsilon=epsilon, rng=rng)
+        return r.n_hat, int(r.hist.lookup(np.array([0]))[0])
+
+    def law(q0, q1):
+        return [(1 / ((1 + q0) * (1 + q1)), q0 * q1 / ((1 + q0) * (1 + q1)))]
+
+    q0, q1 = math.exp(-e0), math.exp(-e1)
+    return Scenario(
+        "spans without a radius (auto): noisy total and histogram", epsilon, n, run,
+        [(f"n_hat >= {points} and the count of c >= {points}", lambda v: v[0] >= points and v[1] >= points)],
+        {"correct": law(q0, q1), "auto histogram noise scale x1/2": law(q0, q1 * q1),
+         "auto total at the histogram's share": law(q1, q1)},
+        f"one record (1 point) in the corner cell: {points - 1} vs {points} points")
 
 
 def all_scenarios() -> dict[str, Callable[[], Scenario]]:
@@ -539,6 +572,7 @@ def all_scenarios() -> dict[str, Callable[[], Scenario]]:
         "e2e-cap": end_to_end_person_cap,
         "series": series_record,
         "series-person": series_person,
+        "auto": auto_spans,
     }
 
 
@@ -637,8 +671,9 @@ def _memo_noise_bound(**kw):
 _NOISE_BOUND = functools.lru_cache(maxsize=64)(dbscan.noise_bound)
 
 
-#: Pipeline modules that bind the contribution bound (the one release pipeline).
-_PIPELINE_MODULES = (dpgeo.pipeline.run,)
+#: Pipeline modules that bind the contribution bound (the one release pipeline and the series: both take the
+#: bound from pipeline/_common.py's contribution()).
+_PIPELINE_MODULES = (dpgeo.pipeline._common,)
 #: Modules that bind the count step and the sensitivity table (patched wherever bound).
 _COUNT_MODULES = (m_privqt, m_privthr, m_privthr_em)
 _SENS_MODULES = (m_transform, m_privthr, m_privthr_em)
@@ -678,6 +713,10 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
                                         lambda o: _sensitivity_override(o, em_quality=lambda v: 1)),
         "PrivTHR_EM split swapped":
             lambda: _item(m_checks._DEFAULT_SPLIT, "privthr-em", 1 - m_checks._DEFAULT_SPLIT["privthr-em"]),
+        "auto histogram noise scale x1/2":
+            lambda: _patched(m_auto, "dense_histogram", _scale_epsilon(m_auto.dense_histogram, 2)),
+        "auto total at the histogram's share":
+            lambda: _patched(m_auto, "release_total", _total_at_histogram_share(m_auto.release_total)),
         "pipeline sensitivity not scaled by K":
             lambda: _patched_everywhere(_PIPELINE_MODULES, "_contribution",
                                         lambda o: functools.partial(_contribution_without_k, _orig=o)),
@@ -704,6 +743,11 @@ def _overlapping_periods(orig):
 def _cap_per_period(*a, _orig=None, **kw):
     kw["cap_per_period"] = kw.get("cap") is not None
     return _orig(*a, **kw)
+def _total_at_histogram_share(orig):
+    def f(*a, **kw):
+        kw["epsilon"] = kw["epsilon"] * (1.0 - m_auto.TOTAL_SHARE) / m_auto.TOTAL_SHARE
+        return orig(*a, **kw)
+    return f
 
 
 def _sensitivity_one(orig):

@@ -32,6 +32,8 @@ privthr-em                1900    1.8e-16     4.0e-07           no factor 2: 6.1
 e2e-cap                   125     1.1e-10     6.9e-09           sensitivity not scaled by K: 9.2e-07
 series                    700     4.1e-09     3.3e-07           periods overlap: 1.1e-06
 series-person             700     2.9e-21     2.6e-07           cap counted per period: 3.2e-08
+auto                      1500    7.4e-11     2.1e-07           histogram noise x1/2: 9.0e-07; total at the
+                                                                histogram's share: 2.0e-08
 ========================  ======  ==========  ================  ==============================================
 
 "false fail" is the probability that the correct mechanism fails its
@@ -70,6 +72,7 @@ INJECTED = {
     "e2e-cap": ["pipeline sensitivity not scaled by K"],
     "series": ["series periods overlap (a record in two releases)"],
     "series-person": ["series cap counted per period"],
+    "auto": ["auto histogram noise scale x1/2", "auto total at the histogram's share"],
 }
 #: Scenarios whose full audit (1,400 end-to-end series runs, about a minute on a loaded machine) runs with
 #: --run-slow; ``test_series_audit_bounded`` runs them in bounded form by default.
@@ -148,11 +151,13 @@ def test_series_audit_bounded(key):
 
 def test_injected_breaks_are_undone():
     """A break is active only inside its context (the other tests see the real code)."""
+    import dpgeo.pipeline._common
     import dpgeo.pipeline.dbscan
     import dpgeo.pipeline.run
     import dpgeo.pipeline.series
     from dpgeo import histogram
     from dpgeo.counting import reservoir
+    from dpgeo.mechanisms import auto as m_auto
     from dpgeo.mechanisms.wavecluster import _checks, privqt, privthr, privthr_em, transform
 
     from dpgeo.counting import CellCounts
@@ -161,7 +166,8 @@ def test_injected_breaks_are_undone():
                (CellCounts, "by_period"), (dpgeo.pipeline.series, "count_points"),
                *[(m, "_noisy_counts") for m in (privqt, privthr, privthr_em)],
                *[(m, "approximation_sensitivity") for m in (transform, privthr, privthr_em)],
-               (privthr_em, "_em_select"), (dpgeo.pipeline.run, "_contribution"),
+               (privthr_em, "_em_select"), (dpgeo.pipeline._common, "_contribution"),
+               (m_auto, "dense_histogram"), (m_auto, "release_total"),
                (dpgeo.pipeline.dbscan, "noise_bound")]
     before = [getattr(m, name) for m, name in targets]
     split = dict(_checks._DEFAULT_SPLIT)

@@ -115,6 +115,17 @@ def _grid(g) -> str:
     return " ".join(parts) or _plain(g)
 
 
+def _by_points(rows) -> str:
+    """The preview's table of auto's choices, one line per number of points."""
+    if not isinstance(rows, list):
+        return _plain(rows)
+    pad = "\n" + " " * (_LABEL_WIDTH + 3)
+    return pad.join(
+        f"{_num(r['n_points'])}: cells of {_metres(r['cell_width_m'])} ({_num(r['n_cells'])} cells), smallest "
+        f"cluster {_num(r['smallest_cluster_points'])} points, floor {r['floor_level_range'][0]}–"
+        f"{r['floor_level_range'][1]} points per 3×3 cells" for r in rows)
+
+
 def _status(md) -> str:
     if md.get("differentially_private") is True:
         return "yes: differentially private"
@@ -207,7 +218,27 @@ _FIELDS = [
     ("count_sd", "Thresholds", "count noise s.d.", lambda v, md: _points(v), None),
     ("dp_count_interval", "Thresholds", "dp_count interval", lambda v, md: _plain(v), None),
 
+    ("auto", "Parameters", "radius and MinPts", lambda v, md: "chosen from ε (auto: none given)" if v else "given",
+     None),
+    ("epsilon_total", "Privacy", "ε of the noisy total", lambda v, md: _num(v), None),
+    ("epsilon_histogram", "Privacy", "ε of the histogram", lambda v, md: _num(v), None),
+    ("noisy_total", "Result", "noisy total n̂", lambda v, md: _points(v), "released with ε₀; it fixes the cell width"),
+    ("fine_cell_width_m", "Study area and grid", "finest grid", lambda v, md: f"cells of {_metres(v)}", None),
+    ("coarsening_factor", "Study area and grid", "coarsening", lambda v, md: f"cells {_num(v)} × as wide as the finest",
+     None),
+    ("max_cells", "Study area and grid", "largest grid", lambda v, md: _cells(v), None),
+    ("floor_fdr", "Thresholds", "floor: FDR", lambda v, md: _num(v),
+     "the expected share of shown cells whose 3×3 neighbourhood is empty"),
+    ("fdr", "Thresholds", "floor: FDR", lambda v, md: _num(v),
+     "the expected share of shown cells whose 3×3 neighbourhood is empty"),
+    ("floor_level", "Thresholds", "floor", lambda v, md: _points(v), None),
+    ("noise_sd_of_level", "Thresholds", "noise s.d. of a level", lambda v, md: _points(v), None),
+    ("min_cluster_mass", "Thresholds", "smallest cluster", lambda v, md: _points(v), None),
+    ("min_prominence", "Thresholds", "smallest prominence", lambda v, md: _points(v), None),
+    ("gamma_all_levels", "Thresholds", "Γ (every level at once)", lambda v, md: _points(v), None),
+    ("by_points", "Auto: its choices", "for n points", lambda v, md: _by_points(v), None),
     ("n_clusters", "Result", "clusters", lambda v, md: _num(v), None),
+    ("n_levels", "Result", "levels (tree)", lambda v, md: _num(v), None),
     ("n_core_cells", "Result", "core cells", lambda v, md: _num(v), None),
     ("n_span_cells", "Result", "cells in spans", lambda v, md: _num(v), None),
     ("n_significant", "Result", "significant coefficients", lambda v, md: _num(v), None),

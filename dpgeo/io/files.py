@@ -31,7 +31,7 @@ GPKG_VERSION = "1.3"
 
 
 def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None, engine="auto",
-                basemap="osm", attribution=None, title=None) -> str:
+                basemap="osm", attribution=None, title=None, levels=None) -> str:
     """Write a cluster layer atomically, with its metadata.
 
     Parameters
@@ -63,6 +63,12 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         HTML only: the attribution text of a URL template's tiles (shown escaped).
     title : str, optional
         HTML and PNG: the map's title and heading (default: the mechanism).
+    levels : geopandas.GeoDataFrame, optional
+        A second layer of the same release (the tree of density levels of
+        spans without a radius): a GeoPackage gets it as the layer
+        ``<layer>_levels`` in the same file; a GeoJSON file gets a sibling
+        ``<stem>_levels.geojson`` (with the same metadata). HTML and PNG
+        ignore it.
 
     Returns
     -------
@@ -88,6 +94,11 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
     drv, eng = check_output(path, driver=driver, crs=crs, engine=engine, basemap=basemap, attribution=attribution)
     if drv == "GeoJSON":
         payload = json.dumps(geojson_collection(gdf, metadata), separators=(",", ":"), allow_nan=False)
+        if levels is not None:
+            side = os.path.splitext(path)[0] + "_levels.geojson"
+            lv = json.dumps(geojson_collection(levels, {**metadata, "layer": "levels"}), separators=(",", ":"),
+                            allow_nan=False)
+            atomic_write(side, lambda tmp: _write_text(tmp, lv))
         atomic_write(path, lambda tmp: _write_text(tmp, payload))
     elif drv == "HTML":
         from .html import write_html
@@ -142,9 +153,34 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
             if is_series_layer(out):  # a map series: QGIS's temporal controller animates it as it is opened
                 add_default_style(tmp, name, None, series_qml(out), stamp=stamp,
                                   description="dpgeo map series: one frame per period")
+            if levels is not None:
+                _append_levels(tmp, levels if crs is None else levels.to_crs(crs), name, metadata, eng, stamp)
 
         atomic_write(path, _w)
     return path
+
+
+def _append_levels(tmp, levels, name, metadata, eng, stamp):
+    """The levels layer ``<name>_levels`` added to the GeoPackage being written (the release's metadata stays
+    with the main layer; this one names the release it belongs to)."""
+    lname = f"{name}_levels"
+    options = {"DESCRIPTION": f"dpgeo density levels of release {metadata.get('release_id')} (layer {name}): "
+                              "nested clusters, parent_id points to the level below", "IDENTIFIER": lname}
+    tags = {"DPGEO_LEVELS_OF": str(metadata.get("release_id"))}
+    if eng == "fiona":
+        import fiona
+
+        with fiona.Env(OGR_CURRENT_DATE=stamp):
+            levels.to_file(tmp, driver="GPKG", engine="fiona", layer=lname, mode="a", metadata=tags, **options)
+    else:
+        import pyogrio
+
+        pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": stamp})
+        try:
+            pyogrio.write_dataframe(levels, tmp, layer=lname, driver="GPKG", append=True, layer_metadata=tags,
+                                    layer_options=options)
+        finally:
+            pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": None})
 
 
 def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, attribution=None, title=None):

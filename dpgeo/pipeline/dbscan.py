@@ -25,6 +25,17 @@ from ..release import Release
 from ..resources import check_plan, plan_run
 from ._common import _crs_label, _progress
 from ._docs import entry_point
+from .auto import (
+    AUTO_MECHANISM,
+    auto_budget_checked,
+    auto_cell_width,
+    auto_grid,
+    auto_preview,
+    auto_run,
+    auto_setup,
+    check_auto,
+    is_auto,
+)
 from .run import run_preview, run_release
 
 __all__ = ["dbscan_spans", "noise_preview", "SPANS", "PREVIEW", "SpansMechanism", "PreviewMechanism",
@@ -44,12 +55,15 @@ CLUSTER_FIELDS = (
 SPANS_PARAMS = (
     Param("radius_m", "number", "DBSCAN radius r",
           "DBSCAN radius α: a cell is a core cell when its α-neighbourhood holds at least MinPts points "
-          "(certainly, with the noise bound Γ added). Cells are η′·α/√2 wide.",
-          unit="metres", minimum=0, exclusive_minimum=True, maximum=100_000, flag="--radius", qgis_name="RADIUS",
-          label="radius", suggested=100.0),
+          "(certainly, with the noise bound Γ added). Cells are η′·α/√2 wide. Leave out together with MinPts "
+          "(auto): 5% of ε then buys a noisy total that fixes the cell width, and the clusters are chosen over "
+          "every density level of one histogram.",
+          default=None, unit="metres", minimum=0, exclusive_minimum=True, maximum=100_000, flag="--radius",
+          qgis_name="RADIUS", label="radius"),
     Param("min_points", "integer", "MinPts",
-          "DBSCAN MinPts: the fewest points in a core cell's α-neighbourhood.",
-          unit="points", minimum=1, maximum=1_000_000_000, label="min_points (MinPts)", suggested=50),
+          "DBSCAN MinPts: the fewest points in a core cell's α-neighbourhood. Leave out together with the "
+          "radius (auto).",
+          default=None, unit="points", minimum=1, maximum=1_000_000_000, label="min_points (MinPts)"),
     Param("beta", "number", "β: failure probability of the noise bound Γ",
           "With probability at least 1 − β every reported core cell is a true candidate and every cell with at "
           "least MinPts′ neighbours is reported.",
@@ -74,6 +88,15 @@ SPANS_PARAMS = (
           labels=("Grown: core spans grown into certified cells (recommended)",
                   "Core cells only (paper's Algorithm 1)"),
           advanced=True, qgis_name="SPAN_EXTENT"),
+    Param("fdr", "number", "False-discovery rate of the floor (auto)",
+          "Without a radius: among the cells a cluster may cover, the expected share whose neighbourhood holds no "
+          "point at all (Benjamini–Hochberg over every cell). Default 0.1.",
+          default=None, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True, advanced=True,
+          label="fdr (false-discovery rate of the floor)"),
+    Param("levels", "flag", "Write the tree of levels (auto)",
+          "Without a radius: also write the tree of clusters over every density level — the GeoPackage layer "
+          "<name>_levels, or <name>_levels.geojson beside a GeoJSON file (the same release).",
+          default=False, fronts=frozenset({"api", "cli"})),
     Param("max_dense_cells", "integer", "Largest dense histogram",
           "histogram='auto' takes the dense histogram up to this many cells.",
           default=DEFAULT_MAX_DENSE_CELLS, minimum=1, fronts=frozenset({"api"})),
@@ -119,16 +142,28 @@ examples:
     def method_name(self, p):
         return "dbscan_spans"
 
+    def ledger_name(self, p):
+        return "dp-dbscan-spans-auto" if is_auto(p) else self.name
+
     def cell_width(self, area, p):
+        if is_auto(p):
+            return auto_cell_width(area, p)
         return cell_width_for_radius(p.radius_m, p.eta)
 
     def mechanism_title(self, p):
-        return "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
+        return AUTO_MECHANISM if is_auto(p) else "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
+
+    def check(self, p):
+        check_auto(p)
 
     def check_run(self, p, epsilon, c):
+        if is_auto(p) and epsilon is not None:
+            auto_budget_checked(epsilon, c.sensitivity)
         noise_rate(epsilon, c.sensitivity)  # the exact sampler's range, refused here rather than after reading
 
     def grid(self, area, p, c, max_memory_bytes=None):
+        if is_auto(p):
+            return auto_grid(area, p, c, max_memory_bytes)
         cell_m = cell_width_for_radius(p.radius_m, p.eta)
         check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=p.epsilon, sensitivity=c.sensitivity,
                             kappa=len(neighbourhood_offsets(p.eta)), histogram=p.histogram,
@@ -143,11 +178,15 @@ examples:
 
     def setup(self, grid, p, c):
         """All public quantities of a DP-DBSCAN run on ``grid`` (no data involved)."""
+        if is_auto(p):
+            return auto_setup(grid, p, c)
         return _dbscan_setup(grid, epsilon=p.epsilon, radius_m=p.radius_m, min_points=p.min_points, beta=p.beta,
                              eta=p.eta, histogram=p.histogram, gamma=p.gamma, sensitivity=c.sensitivity,
                              max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells, extent=p.extent)
 
     def run(self, counts, p, c, setup, rng, progress):
+        if is_auto(p):
+            return auto_run(counts, p, c, setup, rng, progress)
         kind, q, theta, bound, extent_bound, params = setup
         grid = counts.grid
         _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
@@ -166,6 +205,8 @@ examples:
         return Outcome(layer, md, spans)
 
     def preview(self, area, p, c):
+        if is_auto(p):
+            return auto_preview(area, p, c)
         grid = self.grid(area, p, c, p.get("max_memory_bytes"))
         kind, q, theta, bound, _, params = self.setup(grid, p, c)
         params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
@@ -234,10 +275,18 @@ class PreviewMechanism(SpansMechanism):
     title = "Noise preview for DP-DBSCAN (spends no budget)"
     summary = "noise preview for DP-DBSCAN from parameters alone (no data, no budget)"
     description = ("Γ, MinPts′, the thresholds and the count error a DP-DBSCAN release with these parameters "
-                   "would have on the public study area. Reads no data and spends no budget.")
+                   "would have on the public study area; without a radius and MinPts, what an auto run would do "
+                   "(its cell width, the smallest cluster it can show and the range of its lowest level, for a "
+                   "number of points). Reads no data and spends no budget.")
     keywords = ("differential privacy", "DBSCAN", "noise", "preview")
     reads = None
     examples = ""
+    params = SPANS_PARAMS + (
+        Param("n_points", "integer", "Number of points (auto)",
+              "Without a radius: the number of points to show auto's choices for (a run uses its noisy total); "
+              "default 1,000 to 10 million.",
+              default=None, unit="points", minimum=1, maximum=10 ** 12, advanced=True),
+    )
 
 
 #: The declarations (one instance each; the registry lists them).
@@ -250,13 +299,15 @@ def dbscan_spans(
     points,
     *,
     epsilon: float,
-    radius_m: float,
-    min_points: int,
+    radius_m: float | None = None,
+    min_points: int | None = None,
     beta: float = DEFAULT_BETA,
     eta: float = 1.0,
     histogram: str = "auto",
     gamma: str = "laplace",
     extent: str = "grown",
+    fdr: float | None = None,
+    levels: bool = False,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
     **common,
@@ -281,6 +332,13 @@ def dbscan_spans(
     ...                          domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", seed=1)
     >>> len(res.layer), res.metadata["kappa"], res.metadata["differentially_private"]
     (1, 21, False)
+
+    Without ``radius_m`` and ``min_points`` (auto; the release also has ``levels``, the tree of clusters):
+
+    >>> res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), epsilon=1.0, domain=(0, 0, 2000, 2000),
+    ...                          domain_crs="EPSG:32615", seed=1)
+    >>> len(res.layer), res.metadata["auto"], list(res.levels.columns[:3])
+    (1, True, ['level_id', 'parent_id', 'level'])
     """
     return run_release(SPANS, points, {**locals(), **common})
 
@@ -291,8 +349,8 @@ def dbscan_spans(
 def noise_preview(
     *,
     epsilon: float,
-    radius_m: float,
-    min_points: int,
+    radius_m: float | None = None,
+    min_points: int | None = None,
     domain,
     domain_crs=None,
     crs=None,
@@ -301,9 +359,12 @@ def noise_preview(
     histogram: str = "auto",
     gamma: str = "laplace",
     extent: str = "grown",
+    fdr: float | None = None,
+    levels: bool = False,
     sensitivity: int = 1,
     max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
     max_false_cells: int = DEFAULT_MAX_FALSE_CELLS,
+    n_points: int | None = None,
     max_memory_bytes=None,
 ) -> dict:
     """What a DP-DBSCAN run would look like, from public parameters alone (spends no budget).

@@ -160,4 +160,4 @@ def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
     _warn_if_not_private(md, stacklevel=stacklevel + 2)
     _progress(progress, 1.0, "done")
     return Release(layer=out.layer, metadata=md, diagnostics=diagnostics, cells=out.cells, _protected=protected,
-                   _charge=charge)
+                   _charge=charge, _levels=out.levels)

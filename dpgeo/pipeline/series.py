@@ -233,7 +233,7 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
             mdi["not_private_reasons"] = reasons
             mdi["differentially_private"] = not reasons
             releases.append(Release(layer=pl, metadata=mdi, diagnostics=diagnostics, cells=out.cells,
-                                    _protected=protected, _charge=charge))
+                                    _protected=protected, _charge=charge, _levels=out.levels))
         smd = series_metadata(md, [r.metadata for r in releases], [out.metadata for out in outs], charge_md, info, p,
                               prior)
         if prior is not None:

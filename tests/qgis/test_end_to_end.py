@@ -58,6 +58,25 @@ def test_dbscan_spans_on_the_sample_layer(plugin, processing_module, sample_poin
     assert any("differentially_private" in line for line in feedback.infos)  # the summary is logged
 
 
+def test_dbscan_spans_without_radius_and_min_points(plugin, processing_module, sample_points, sample_study_area,
+                                                    feedback, tmp_path):
+    """The fields left empty: auto (the cell width and the levels chosen from ε), one layer with its levels."""
+    path, name = sample_points
+    out = str(tmp_path / "auto.gpkg")
+    res = processing_module.run("dpgeo:dbscanspans", {
+        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "STUDY_AREA_LAYER": sample_study_area,
+        "OUTPUT": out}, feedback=feedback)
+    from qgis.core import QgsVectorLayer
+
+    layer = QgsVectorLayer(out, "auto", "ogr")
+    assert layer.isValid() and res["DIFFERENTIALLY_PRIVATE"] is True
+    names = [f.name() for f in layer.fields() if f.name() != "fid"]
+    assert names == ["cluster_id", "level", "level_top"] + FIELDS[1:]
+    meta = json.loads(res["METADATA_JSON"])
+    assert meta["auto"] is True and meta["radius_m"] is None and meta["cell_width_m"] > 0
+    assert res["N_CLUSTERS"] == layer.featureCount() >= 2
+
+
 def test_dbscan_spans_without_study_area_is_refused(plugin, processing_module, sample_points, feedback, tmp_path):
     from qgis.core import QgsProcessingException
 

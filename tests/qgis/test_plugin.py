@@ -104,7 +104,7 @@ def test_dbscan_parameters(plugin):
                             "PERSON_ACCOUNTING", "CUMULATIVE",
                             "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
                             "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
-                            "SPAN_EXTENT", "MAX_POINTS_PER_RECORD",
+                            "SPAN_EXTENT", "FDR", "MAX_POINTS_PER_RECORD",
                             "SEED", "OUTPUT"]
     assert params["INPUT"].type() == "source"
     assert params["INPUT"].dataTypes() == [QgsProcessing.TypeVectorPoint]
@@ -126,7 +126,7 @@ def test_dbscan_parameters(plugin):
     assert params["STUDY_AREA_EXTENT"].type() == "extent"
     assert params["STUDY_AREA_LAYER"].dataTypes() == [QgsProcessing.TypeVectorPolygon]
     assert params["ETA"].maximum() == 1.0
-    for name in ("BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SPAN_EXTENT", "SEED", "WORKING_CRS",
+    for name in ("BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SPAN_EXTENT", "FDR", "SEED", "WORKING_CRS",
                  "MAX_POINTS_PER_RECORD", "LEDGER"):
         assert params[name].flags() & Def.FlagAdvanced, name
     # span extent: grown (recommended) is the default, core cells is the paper's Algorithm 1

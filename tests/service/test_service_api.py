@@ -30,7 +30,7 @@ from service_helpers import (
 TOKENS = {"alice": "alice-token-0123456789abcdefghijklmnopqrstu", "bob": "bob-token-0123456789abcdefghijklmnopqrstuvw",
           "carol": "carol-token-0123456789abcdefghijklmnopqrstu", "rl": "rl-token-0123456789abcdefghijklmnopqrstuvwx",
           "eve": "eve-token-0123456789abcdefghijklmnopqrstuvw", "dan": "dan-token-0123456789abcdefghijklmnopqrstuvw",
-          "kim": "kim-token-0123456789abcdefghijklmnopqrstuvw"}
+          "kim": "kim-token-0123456789abcdefghijklmnopqrstuvw", "ann": "ann-token-0123456789abcdefghijklmnopqrstuvw"}
 SPANS = {"epsilon": 0.5, "radius_m": 300, "min_points": 40}
 
 
@@ -57,11 +57,12 @@ def svc(tmp_path_factory):
             "gone": {"path": "gone.gpkg", "total_epsilon": 2.0, **common},
             "shared": {"path": "stops.gpkg", "total_epsilon": 1.5, **common},
             "km": {"path": "stops.gpkg", "total_epsilon": 1.0, **common},
+            "auto": {"path": "stops.gpkg", "total_epsilon": 1.0, **common},
         },
         analysts={"alice": (TOKENS["alice"], ["stops", "small", "empty", "odd", "gone", "shared"]),
                   "bob": (TOKENS["bob"], ["secret", "small"]), "carol": (TOKENS["carol"], ["small"]),
                   "rl": (TOKENS["rl"], ["stops"]), "eve": (TOKENS["eve"], []),
-                  "kim": (TOKENS["kim"], ["km"])},
+                  "kim": (TOKENS["kim"], ["km"]), "ann": (TOKENS["ann"], ["auto"])},
     )
     holder = {"server": Server(config, d), "dir": d, "config": config}
     yield holder
@@ -174,7 +175,7 @@ def test_inputs_are_checked_against_their_bounds_before_any_work(svc):
         ({"dataset": "stops", "epsilon": "1", "radius_m": 300, "min_points": 40}, "must be a number"),
         ({"dataset": "stops", "epsilon": True, "radius_m": 300, "min_points": 40}, "must be a number"),
         ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 1.5}, "must be an integer"),
-        ({"dataset": "stops", "epsilon": 1, "radius_m": 300}, "'min_points' is required"),
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 300}, "both radius_m and min_points, or neither"),
         ({"dataset": "stops", "epsilon": 1, "radius_m": 0.01, "min_points": 40}, "cells"),  # grid memory bound
         ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 40, "seed": 1}, "unknown input 'seed'"),
         ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 40, "gamma": "float"}, "one of"),
@@ -346,6 +347,24 @@ def test_dp_kmeans_release(svc):
         [("dp-kmeans", "kim")]
     # the rest of the budget is 0.5: a release at 0.6 is refused, naming what is left
     assert "0.5" in is_problem(kim.execute("dp-kmeans", {"dataset": "km", "epsilon": 0.6, "k": 3}), 409)["detail"]
+
+
+def test_spans_without_a_radius(svc):
+    """Spans with neither radius nor MinPts (auto): one release, its choices in the metadata; the preview too."""
+    ann = client(svc, "ann")
+    d = ann.get("/processes/dp-dbscan-spans").json()
+    assert d["inputs"]["radius_m"]["minOccurs"] == 0 and d["inputs"]["min_points"]["minOccurs"] == 0
+    assert "fdr" in d["inputs"]
+    pv = ann.execute("noise-preview", {"dataset": "auto", "epsilon": 0.5, "n_points": 2000}).json()["preview"]
+    assert pv["auto"] is True and pv["by_points"][0]["n_points"] == 2000 and pv["spends_budget"] is False
+    r = ann.execute("dp-dbscan-spans", {"dataset": "auto", "epsilon": 0.5})
+    assert r.status_code == 200, r.text
+    md = r.json()["release"]["metadata"]
+    assert md["auto"] is True and md["differentially_private"] is True and md["epsilon"] == 0.5
+    assert md["noisy_total"] > 0 and md["cell_width_m"] > 0 and md["floor_fdr"] == 0.1
+    assert all("level" in f["properties"] for f in r.json()["layer"]["features"])
+    b = ledger(svc).budget("auto")
+    assert b.spent_epsilon == Fraction(1, 2) and [x.mechanism for x in b.releases] == ["dp-dbscan-spans-auto"]
 
 
 def test_concurrent_requests_never_overspend(svc):

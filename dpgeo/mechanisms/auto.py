@@ -1,0 +1,181 @@
+"""Spans without a radius (``auto``): the grid from a noisy total, then density levels of one histogram.
+
+The mechanism on counts (no I/O): exact counts of the finest public grid in,
+a released noisy total, one released histogram and the clusters chosen from it
+out. The steps and their privacy argument are in
+:mod:`dpgeo.mechanisms.resolution` and :mod:`dpgeo.mechanisms.levels`; the
+proof sketch in ``docs/privacy.md`` ("Spans without a radius").
+
+Budget: ``ε₀ = TOTAL_SHARE·ε`` for the total, ``ε₁ = ε - ε₀`` (rounded down
+so that ``ε₀ + ε₁ ≤ ε`` exactly) for the histogram; nothing else is released.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..grid import Grid
+from ..histogram import NoisyHistogram, dense_histogram
+from ..noise import (
+    discrete_laplace_q,
+    discrete_laplace_variance,
+    sum_abs_bound,
+)
+from .levels import (
+    DEFAULT_FDR,
+    GROW_STEPS,
+    MIN_MASS_SHARE,
+    LevelClusters,
+    density_levels,
+    sum_noise_sd,
+)
+from .resolution import (
+    AUTO_MAX_CELLS,
+    POINTS_PER_NOISE_SD,
+    TOTAL_SHARE,
+    auto_budget,
+    coarse_grid,
+    coarsen_counts,
+    coarsening_factor,
+    release_total,
+    target_cells,
+)
+
+__all__ = ["AutoSpans", "auto_plan", "auto_spans_cells"]
+
+
+@dataclass
+class AutoSpans:
+    """What an ``auto`` run releases and chooses (public, except nothing: every field is DP output or public).
+
+    Attributes
+    ----------
+    grid : Grid
+        The grid of the released histogram (cells ``factor`` fine cells wide).
+    hist : NoisyHistogram
+        The released histogram (dense, ``epsilon_histogram``).
+    n_hat : int
+        The released noisy total (``epsilon_total``).
+    factor : int
+        Coarsening factor chosen from ``n_hat``.
+    clusters : LevelClusters
+        The flat map and the tree of levels.
+    settings : dict
+        Every public choice, for the metadata.
+    """
+
+    grid: Grid
+    hist: NoisyHistogram
+    n_hat: int
+    factor: int
+    clusters: LevelClusters
+    settings: dict = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=256)
+def _gamma_all_levels(q: float, n_cells: int, beta: float) -> int:
+    """Γ: with probability ``1 - β`` every 3×3 sum of the ``n_cells`` cells is within Γ of its true value."""
+    return sum_abs_bound(9, q, beta / n_cells)
+
+
+def auto_plan(area, fine_w: float, n_hat: float, *, epsilon_histogram: float, sensitivity: int = 1,
+              rho: float = POINTS_PER_NOISE_SD, max_cells: int = AUTO_MAX_CELLS) -> tuple[int, float]:
+    """``(factor, cell width in metres)`` that ``auto`` uses for a noisy total ``n_hat`` (public).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> a = StudyArea.from_bbox((0, 0, 2048, 2048), "EPSG:32615", working_crs="EPSG:32615")
+    >>> auto_plan(a, 1.0, 5000, epsilon_histogram=0.95)
+    (35, 35.0)
+    """
+    m = target_cells(n_hat, epsilon=epsilon_histogram, sensitivity=sensitivity, rho=rho)
+    k = coarsening_factor(area, fine_w, m, max_cells=max_cells)
+    return k, k * fine_w
+
+
+def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsilon: float, rng,
+                     sensitivity: int = 1, fdr: float = DEFAULT_FDR, extent: str = "grown",
+                     total_share: float = TOTAL_SHARE, rho: float = POINTS_PER_NOISE_SD,
+                     max_cells: int = AUTO_MAX_CELLS, beta: float = 0.05, selection: str = "eom",
+                     min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS) -> AutoSpans:
+    """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
+
+    Parameters
+    ----------
+    fine : Grid
+        The finest public grid (:func:`dpgeo.mechanisms.resolution.fine_grid`)
+        the counts are on.
+    cell_id, count : numpy.ndarray
+        Exact counts of its non-empty cells — **private**.
+    epsilon : float
+        The whole budget; :data:`~dpgeo.mechanisms.resolution.TOTAL_SHARE` of it
+        goes to ``n̂``.
+    rng : dpgeo.noise.NoiseSource
+        Randomness of both noises (a seed makes the output not private).
+    sensitivity : int
+        Points per record (or per person).
+    fdr, extent, selection, min_mass_share, grow_steps
+        As for :func:`dpgeo.mechanisms.levels.density_levels`.
+    total_share, rho, max_cells
+        The budget share of ``n̂``, the points per noise standard deviation of
+        the resolution rule and the largest histogram (cells).
+    beta : float
+        Failure probability of the all-cells bound Γ reported for the
+        sandwich statement (utility only).
+
+    Returns
+    -------
+    AutoSpans
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.mechanisms.resolution import fine_grid
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.r_[rng.normal(600, 40, 3000), rng.normal(1400, 40, 3000), rng.uniform(0, 2000, 600)]
+    >>> y = np.r_[rng.normal(1000, 40, 3000), rng.normal(1000, 40, 3000), rng.uniform(0, 2000, 600)]
+    >>> f = fine_grid(StudyArea.from_bbox((0, 0, 2000, 2000), "EPSG:32615", working_crs="EPSG:32615"))
+    >>> from dpgeo.noise import NoiseSource
+    >>> ids, counts = np.unique(f.assign(x, y).cell_id, return_counts=True)
+    >>> r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=2))
+    >>> r.clusters.n_clusters, r.settings["epsilon_total"] + r.settings["epsilon_histogram"] <= 1.0
+    (2, True)
+    """
+    src = rng
+    eps0, eps1 = auto_budget(epsilon, total_share)
+    n = int(np.asarray(count, dtype=np.int64).sum())
+    n_hat = release_total(n, epsilon=eps0, sensitivity=sensitivity, rng=src)
+    factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
+                              rho=rho, max_cells=max_cells)
+    grid = coarse_grid(fine.area, fine.cell_m, factor)
+    ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
+    hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
+    del ids, counts
+    clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
+                                        min_mass_share=min_mass_share, grow_steps=grow_steps)
+    q = discrete_laplace_q(eps1, sensitivity)
+    gamma = _gamma_all_levels(q, grid.n_cells, beta)
+    settings.update({
+        "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), "
+                           "spread over the study area's area",
+        "points_per_noise_sd": rho,
+        "noisy_total": int(n_hat),
+        "epsilon_total": eps0,
+        "epsilon_histogram": eps1,
+        "total_share": total_share,
+        "fine_cell_width_m": fine.cell_m,
+        "coarsening_factor": factor,
+        "cell_width_m": grid.cell_m,
+        "n_cells": grid.n_cells,
+        "noise_sd_of_cell": math.sqrt(discrete_laplace_variance(q)),
+        "noise_sd_of_level": sum_noise_sd(q),
+        "gamma_all_levels": float(gamma),
+        "gamma_beta": beta,
+    })
+    return AutoSpans(grid, hist, n_hat, factor, clusters, settings)

@@ -1,0 +1,303 @@
+"""Choosing clusters from the tree of density levels, and their extent.
+
+Part of :mod:`dpgeo.mechanisms.levels` (post-processing; no budget): the
+significant branches, the clusters of greatest excess of mass (or the leaves),
+the condensed tree of every cluster, and the growth of the chosen ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ParameterError
+from .level_tree import BOX_OFFSETS, LevelTree, adjacent_pairs
+
+__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "select_clusters"]
+
+#: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
+EXTENTS = ("grown", "core")
+#: ``eom``: the clusters of greatest excess of mass (HDBSCAN's default); ``leaf``: the clusters that do not split.
+SELECTIONS = ("eom", "leaf")
+#: ``grown``: a chosen cluster takes the floor's cells at most this many steps (8 neighbours) from it.
+GROW_STEPS = 2
+
+
+@dataclass
+class LevelClusters:
+    """Clusters chosen from a :class:`LevelTree` (public).
+
+    Attributes
+    ----------
+    tree : LevelTree
+    cell_id, label : numpy.ndarray
+        The cells of the flat map and their cluster id (1..k), sorted by id.
+    n_clusters : int
+    cluster_level, cluster_top : numpy.ndarray
+        For cluster ``i`` (index ``i - 1``): the density where it separates
+        from its sibling (or from the floor) and the highest density in it
+        (noisy points per 3×3 cells).
+    nodes : dict of numpy.ndarray
+        The condensed tree, one entry per cluster of the tree (chosen or not):
+        ``node`` (tree node where it starts), ``parent`` (index of its parent
+        entry, -1 for a top entry), ``level`` and ``top`` (where it separates
+        and where it splits or peaks), ``stability`` (excess of mass),
+        ``mass`` (noisy points), ``selected`` (its flat cluster id, 0 if not
+        chosen).
+    node_cells : list of numpy.ndarray
+        The cells of each condensed-tree entry at the level where it
+        separates (nested: a child's cells are among its parent's).
+    """
+
+    tree: LevelTree
+    cell_id: np.ndarray
+    label: np.ndarray
+    n_clusters: int
+    cluster_level: np.ndarray
+    cluster_top: np.ndarray
+    nodes: dict = field(default_factory=dict)
+    node_cells: list = field(default_factory=list, repr=False)
+    n_core_cells: int = 0
+
+
+def _by_level(tree: LevelTree, ascending: bool):
+    """Node ids grouped by the threshold where they appear (ascending: parents before children)."""
+    order = np.argsort(tree.node_level if ascending else -tree.node_level, kind="stable")
+    keys = tree.node_level[order]
+    cuts = np.flatnonzero(np.diff(keys)) + 1
+    return np.split(order, cuts)
+
+
+def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
+                    selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
+                    grow_steps: int | None = GROW_STEPS) -> LevelClusters:
+    """Clusters of greatest excess of mass, each significant against the noise; then their extent.
+
+    Parameters
+    ----------
+    tree : LevelTree
+    min_mass : float
+        A branch of a split is a cluster only with at least this many noisy
+        points (the sum of its cells' released counts at the split).
+    min_prominence : float
+        ... and only if its highest density exceeds the split level by at
+        least this much (noisy points per 3×3 cells).
+    extent : {"grown", "core"}
+        ``core``: each chosen cluster is its component at the level where it
+        separates. ``grown``: each then takes the tree's cells at most
+        ``grow_steps`` steps from it, the nearest cluster first, never merging.
+    selection : {"eom", "leaf"}
+        ``eom``: the clusters of greatest excess of mass, never two nested
+        ones. ``leaf``: every cluster that does not split further.
+    offsets : numpy.ndarray
+        Adjacency used to grow.
+    base_level : float, optional
+        The level of the root, where the components of the lowest threshold
+        are born (default ``t_0 - 1``).
+    grow_steps : int or None
+        How far ``grown`` reaches (None: every cell connected to a cluster).
+
+    Returns
+    -------
+    LevelClusters
+
+    Notes
+    -----
+    The root (all cells of the tree, at ``base_level``) is never
+    chosen. When nothing else is (no significant split anywhere), the
+    significant components of the lowest threshold are shown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 70, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> v = np.array([30, 60, 30, 12, 30, 50, 30])      # two bumps joined at density 12
+    >>> t = build_level_tree(g, np.arange(7), v, np.array([5, 20, 5, 1, 5, 15, 5]))
+    >>> c = select_clusters(t, min_mass=10, min_prominence=5, extent="core")
+    >>> c.label.tolist(), c.cluster_level.tolist(), c.nodes["parent"].tolist()
+    ([1, 1, 1, 2, 2, 2], [12.0, 12.0], [2, 2, -1])
+    """
+    if extent not in EXTENTS:
+        raise ParameterError(f"extent must be 'grown' or 'core', got {extent!r}")
+    if selection not in SELECTIONS:
+        raise ParameterError(f"selection must be 'eom' or 'leaf', got {selection!r}")
+    nn = tree.n_nodes
+    empty = np.zeros(0, dtype=np.int64)
+    if nn == 0:
+        return LevelClusters(tree, empty, empty, 0, np.zeros(0), np.zeros(0),
+                             nodes={k: empty for k in ("node", "parent", "level", "top", "stability", "mass",
+                                                       "selected")})
+    thr = tree.thresholds.astype(float)
+    base = thr[0] - 1.0 if base_level is None else float(base_level)
+    R = nn  # the root: every cell of the tree
+    parent = np.r_[np.where(tree.node_parent < 0, R, tree.node_parent), R]
+    lam = np.r_[thr[tree.node_level], base]  # each node's level: where it merges, or a peak's top
+    w = np.maximum(tree.count, 0).astype(float)  # a point's weight in the excess of mass (never negative)
+    # noisy masses (the unbiased sum of released counts), weights and peaks of every subtree
+    mass = np.bincount(tree.cell_node, weights=tree.count.astype(float), minlength=nn + 1)
+    wsum = np.bincount(tree.cell_node, weights=w, minlength=nn + 1)
+    peak = np.full(nn + 1, -np.inf)
+    np.maximum.at(peak, tree.cell_node, tree.value.astype(float))
+    down, up = _by_level(tree, ascending=False), _by_level(tree, ascending=True)
+    for grp in down:  # children appear at higher thresholds than their parents
+        np.add.at(mass, parent[grp], mass[grp])
+        np.add.at(wsum, parent[grp], wsum[grp])
+        np.maximum.at(peak, parent[grp], peak[grp])
+    # significant branches; a cluster of the condensed tree starts where two or more branches are significant
+    sig = np.zeros(nn + 1, dtype=bool)
+    sig[:nn] = (mass[:nn] >= min_mass) & (peak[:nn] - lam[parent[:nn]] >= min_prominence)
+    n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
+    start = np.zeros(nn + 1, dtype=bool)
+    start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)
+    start[R] = True
+    # head: the cluster a node belongs to; cap: the level where its cells fall out of it (a branch too small)
+    head = np.arange(nn + 1)
+    cap = np.full(nn + 1, np.inf)
+    fall = np.where(sig, np.inf, lam[parent])
+    for grp in up:
+        inner = grp[~start[grp]]
+        p = parent[inner]
+        head[inner] = head[p]
+        cap[inner] = np.minimum(fall[inner], cap[p])
+    starts = np.flatnonzero(start)  # ascending: a cluster comes before the cluster it is part of; R last
+    idx = np.full(nn + 1, -1, dtype=np.int64)
+    idx[starts] = np.arange(starts.size)
+    birth = lam[parent[starts]]
+    birth[-1] = base
+    cpar = idx[head[parent[starts]]]
+    cpar[-1] = -1
+    # excess of mass: each point counts the levels over which it stays in the cluster ...
+    cell_cluster = idx[head[tree.cell_node]]
+    exit_lvl = np.minimum(tree.value.astype(float), cap[tree.cell_node])
+    stab = np.bincount(cell_cluster, weights=w * np.maximum(exit_lvl - birth[cell_cluster], 0.0),
+                       minlength=starts.size)
+    # ... and the points of a child cluster count up to where it splits off
+    ch = np.flatnonzero(cpar >= 0)
+    np.add.at(stab, cpar[ch], wsum[starts[ch]] * np.maximum(birth[ch] - birth[cpar[ch]], 0.0))
+    top = peak[starts].copy()
+    has_child = np.zeros(starts.size, dtype=bool)
+    has_child[cpar[ch]] = True
+    top[cpar[ch]] = birth[ch]  # a cluster that splits ends where it splits
+    # excess-of-mass selection, bottom-up; the root is never chosen
+    chosen = np.zeros(starts.size, dtype=bool)
+    value = stab.copy()
+    child_sum = np.zeros(starts.size)
+    for i in range(starts.size - 1):
+        if has_child[i] and (selection == "leaf" or child_sum[i] > stab[i]):
+            value[i] = child_sum[i]
+        else:
+            chosen[i] = True
+        if cpar[i] >= 0:
+            child_sum[cpar[i]] += value[i]
+    below_chosen = np.zeros(starts.size, dtype=bool)  # some ancestor is chosen: parents come later
+    for i in range(starts.size - 2, -1, -1):
+        p = cpar[i]
+        below_chosen[i] = p >= 0 and (chosen[p] or below_chosen[p])
+    chosen &= ~below_chosen
+    chosen_nodes = starts[chosen]
+    level, ctop = birth[chosen], top[chosen]
+    if chosen_nodes.size == 0:  # no significant split anywhere: the significant components at the floor
+        chosen_nodes = np.flatnonzero((parent[:nn] == R) & sig[:nn])
+        level, ctop = np.full(chosen_nodes.size, base), peak[chosen_nodes]
+    # the flat map: the cells of each chosen cluster's subtree, then grown
+    member = np.full(nn + 1, -1, dtype=np.int64)
+    member[chosen_nodes] = np.arange(chosen_nodes.size)
+    for grp in up:
+        unset = grp[member[grp] < 0]
+        member[unset] = member[parent[unset]]
+    label = member[tree.cell_node] + 1
+    core = label > 0
+    if extent == "grown" and core.any():
+        pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(tree.grid, tree.cell_id, offsets)
+        label = grow_labels(tree.cell_id.size, pairs, label, steps=grow_steps)
+    inside = label > 0
+    # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
+    flat = np.zeros(starts.size, dtype=np.int64)
+    flat[idx[chosen_nodes]] = np.arange(1, chosen_nodes.size + 1) if (idx[chosen_nodes] >= 0).all() else 0
+    nodes = {"node": starts, "parent": cpar, "level": birth, "top": top, "stability": stab,
+             "mass": mass[starts], "selected": flat}
+    return LevelClusters(tree, tree.cell_id[inside], label[inside], int(chosen_nodes.size),
+                         np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
+                         _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
+
+
+def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> np.ndarray:
+    """Every cell reached from a labelled one takes the label of the nearest (fewest steps between
+    adjacent cells); labelled cells keep theirs, labels never merge.
+
+    With ``steps``: that many rounds of dilation, a cell reached by two labels
+    in the same round taking the larger (O(steps × adjacencies)). Without: one
+    breadth-first search from a virtual source joined to every labelled cell
+    (``scipy.sparse.csgraph.breadth_first_order``; ties by its order), then
+    each cell takes the label its search path starts from (pointer jumping),
+    O(cells + adjacencies).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, b = np.arange(6), np.arange(1, 7)            # a row of 7 cells
+    >>> grow_labels(7, (a, b), np.array([1, 0, 0, 0, 0, 0, 2])).tolist()
+    [1, 1, 1, 1, 2, 2, 2]
+    >>> grow_labels(7, (a, b), np.array([1, 0, 0, 0, 0, 0, 2]), steps=2).tolist()
+    [1, 1, 1, 0, 2, 2, 2]
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    label = np.asarray(label, dtype=np.int64)
+    seeds = np.flatnonzero(label > 0)
+    if seeds.size == 0 or seeds.size == n:
+        return label.copy()
+    a, b = pairs
+    if steps is not None:  # at most this many steps from a labelled cell: one dilation per step
+        out = label.copy()
+        for _ in range(int(steps)):
+            la, lb = out[a], out[b]
+            grow_b, grow_a = (la > 0) & (lb == 0), (lb > 0) & (la == 0)
+            if not (grow_a.any() or grow_b.any()):
+                break
+            nxt = out.copy()
+            np.maximum.at(nxt, b[grow_b], la[grow_b])  # ties: the larger label (deterministic)
+            np.maximum.at(nxt, a[grow_a], lb[grow_a])
+            out = nxt
+        return out
+    src = np.full(seeds.size, n, dtype=np.int64)
+    rows = np.concatenate([a, b, src])
+    cols = np.concatenate([b, a, seeds])
+    g = csr_matrix((np.ones(rows.size, dtype=bool), (rows, cols)), shape=(n + 1, n + 1))
+    _, pred = breadth_first_order(g, n, directed=True, return_predecessors=True)
+    # jump along the predecessors until a labelled cell (or the source: unreached) is met
+    up = np.where(label > 0, np.arange(n), pred[:n])
+    up = np.where(up < 0, n, up)
+    up = np.r_[up, n]
+    stop = np.r_[label > 0, True]
+    while True:
+        nxt = np.where(stop[up], up, up[up])
+        if np.array_equal(nxt, up):
+            break
+        up = nxt
+    out = np.r_[label, 0][up[:n]]
+    return out
+
+
+def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -> list:
+    """The cells of each condensed-tree entry: its own and those of every entry below it (nested)."""
+    n = par.size
+    order = np.argsort(cell_entry, kind="stable")
+    bounds = np.searchsorted(cell_entry[order], np.arange(n + 1))
+    own = [cell_id[order[bounds[e]:bounds[e + 1]]] for e in range(n)]
+    kids = [[] for _ in range(n)]
+    for i in range(n):
+        if par[i] >= 0:
+            kids[par[i]].append(i)
+    out = [None] * n
+    for e in range(n):  # children have smaller indices than their parents
+        parts = [own[e]] + [out[c] for c in kids[e]]
+        out[e] = np.sort(np.concatenate(parts)) if len(parts) > 1 else own[e]
+    return out
+
+

@@ -1,0 +1,344 @@
+"""Density levels: every density threshold of one released histogram, as a tree of clusters.
+
+Post-processing of one ε-DP histogram (:mod:`dpgeo.histogram`) with public
+parameters only; no budget is spent here. The steps:
+
+1. **Density.** ``S̃(X)``, the sum of the released counts over the 3×3 cells
+   around ``X`` (a box kernel of three cell widths).
+2. **Floor: which cells hold anything at all.** Every cell of the universe is
+   a test of "no point in this neighbourhood" with the exact p-value
+   ``Pr[N ≥ S̃(X)]``, ``N`` the sum of the neighbourhood's noise; the
+   Benjamini–Hochberg procedure at level ``fdr`` keeps the cells it rejects.
+   Among the kept cells the expected share of truly empty neighbourhoods is
+   at most ``fdr`` (the statistics are positively dependent, see
+   ``docs/privacy.md``).
+3. **The tree of levels.** For every threshold ``t`` the kept cells with
+   ``S̃ ≥ t`` fall into connected components (8-neighbour adjacency). As ``t``
+   rises a component shrinks and splits; the components over all ``t`` form a
+   tree (Hartigan's cluster tree of the released density). It is built by a
+   sweep from the highest threshold down, one ``scipy`` connected-components
+   call per threshold on the components of the threshold above and the cells
+   and edges that appear, so the work is O(cells × thresholds) in numpy.
+4. **Which clusters.** A branch of a split counts as a cluster only if it
+   holds at least ``min_mass`` noisy points and rises at least
+   ``min_prominence`` above the level where it joins its sibling (both in
+   noisy counts, derived from the noise of one neighbourhood sum); smaller
+   branches are points "falling out" of their parent, as in HDBSCAN's
+   condensed tree. Among the clusters, those of greatest *excess of mass*
+   (HDBSCAN's stability: every point contributes the range of levels over
+   which it stays in the cluster) are chosen, never two nested ones, and never
+   the root (the whole of the kept cells).
+5. **Extent.** ``core``: a chosen cluster is its component at the level where
+   it separates (its birth). ``grown`` (default): each chosen cluster then
+   takes the kept cells up to :data:`GROW_STEPS` steps away, a cell going to
+   the nearest cluster (clusters never merge) — the fringe that the 3×3
+   kernel and the noise blur, as DBSCAN's border points are the fringe of its
+   core points.
+
+Everything is a function of the released counts, the grid and the public
+parameters, so the output has the histogram's ε. Steps 3–5 live in
+:mod:`~dpgeo.mechanisms.level_tree` and :mod:`~dpgeo.mechanisms.level_select`;
+their names are exported here too.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..grid import Grid
+from ..histogram import NoisyHistogram
+from ..noise import discrete_laplace_variance, gamma_difference_sf, interval_fft_size
+from .dbscan import neighbourhood_sums
+from .level_select import (
+    EXTENTS,
+    GROW_STEPS,
+    SELECTIONS,
+    LevelClusters,
+    grow_labels,
+    select_clusters,
+)
+from .level_tree import (
+    BOX_OFFSETS,
+    MAX_THRESHOLDS,
+    LevelTree,
+    adjacent_pairs,
+    build_level_tree,
+)
+
+__all__ = [
+    "BOX_OFFSETS",
+    "DEFAULT_FDR",
+    "EXTENTS",
+    "GROW_STEPS",
+    "MAX_THRESHOLDS",
+    "MIN_MASS_SD",
+    "MIN_MASS_SHARE",
+    "MIN_PROMINENCE_SD",
+    "SELECTIONS",
+    "LevelClusters",
+    "LevelTree",
+    "adjacent_pairs",
+    "box_sums",
+    "build_level_tree",
+    "density_levels",
+    "fdr_cells",
+    "grow_labels",
+    "scale_mass",
+    "select_clusters",
+    "sum_noise_sd",
+]
+
+#: Default false-discovery rate of the floor (the share of shown cells whose neighbourhood is truly empty).
+DEFAULT_FDR = 0.1
+#: A cluster holds at least this many standard deviations of one neighbourhood sum's noise, in noisy points ...
+MIN_MASS_SD = 2.0
+#: ... and rises at least this many standard deviations above the level where it joins its sibling.
+MIN_PROMINENCE_SD = 1.0
+#: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
+MIN_MASS_SHARE = "sqrt"
+
+
+def box_sums(hist: NoisyHistogram) -> np.ndarray:
+    """``(ny, nx)`` int64 sums of the released counts over each cell's 3×3 neighbourhood (dense histograms).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.histogram import NoisyHistogram
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 40, 30), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> h = NoisyHistogram(g, "dense", np.arange(12), np.r_[5, np.zeros(11, int)], 1.0, 1, 0.37)
+    >>> box_sums(h).tolist()
+    [[5, 5, 0, 0], [5, 5, 0, 0], [0, 0, 0, 0]]
+    """
+    if hist.kind != "dense":
+        raise ParameterError("density levels need a dense histogram")
+    return neighbourhood_sums(hist, BOX_OFFSETS)
+
+
+def sum_noise_sd(q: float, kappa: int = 9) -> float:
+    """Standard deviation of the noise of a sum of ``kappa`` released counts (decay ``q``)."""
+    return math.sqrt(kappa * discrete_laplace_variance(q))
+
+
+def _neighbours_in_universe(grid: Grid) -> np.ndarray:
+    """``(ny, nx)`` number of universe cells in each cell's 3×3 neighbourhood (the noises in its sum)."""
+    mask = grid.universe_mask().astype(np.int64)
+    ny, nx = mask.shape
+    pad = np.zeros((ny + 2, nx + 2), dtype=np.int64)
+    pad[1:-1, 1:-1] = mask
+    out = np.zeros_like(mask)
+    for dx, dy in BOX_OFFSETS.tolist():
+        out += pad[1 + dy:1 + dy + ny, 1 + dx:1 + dx + nx]
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _tail_table(k: int, q: float) -> np.ndarray | None:
+    """``T[s] = Pr[N ≥ s]`` for ``s = 0, 1, ...`` (N the sum of ``k`` noises), or None where too large.
+
+    Exact law through the characteristic function of the law cut where one
+    noise's mass is below 1e-17 (as :func:`dpgeo.noise.sum_interval_halfwidth`);
+    beyond the table the tail is below 1e-16.
+    """
+    n = interval_fft_size(k, q)
+    if n > 1 << 22:
+        return None
+    L = math.ceil(-39.2 / math.log(q)) + 1
+    z = np.arange(-L, L + 1)
+    pmf = np.zeros(n)
+    pmf[z % n] = (1.0 - q) / (1.0 + q) * q ** np.abs(z)
+    dist = np.clip(np.fft.irfft(np.fft.rfft(pmf) ** k, n), 0.0, None)
+    top = min(L * k, n // 2 - 1)
+    pos = dist[:top + 1]  # Pr[N = 0..top]
+    tail = np.cumsum(pos[::-1])[::-1]  # Pr[top >= N >= s] ~ Pr[N >= s] for s >= 1
+    tail[0] = 0.5 * (1.0 + pos[0])  # Pr[N >= 0] by symmetry
+    tail = np.minimum(tail, 1.0)
+    tail.setflags(write=False)  # shared by the cache
+    return tail
+
+
+def _p_values(sums: np.ndarray, kappa: np.ndarray, q: float) -> np.ndarray:
+    """``Pr[N_κ ≥ s]`` for each released sum ``s`` and its number of noises ``κ`` (1 for ``s ≤ 0``)."""
+    p = np.ones(sums.size)
+    b = 1.0 / -math.log(q)
+    for k in np.unique(kappa[sums > 0]).tolist():
+        sel = np.flatnonzero((kappa == k) & (sums > 0))
+        table = _tail_table(int(k), q)
+        if table is not None:
+            p[sel] = table[np.minimum(sums[sel], table.size - 1)]
+        else:  # tiny ε: a valid bound through the continuous law (|N - C| < k)
+            vals, inv = np.unique(sums[sel], return_inverse=True)
+            bound = [min(1.0, gamma_difference_sf(max(v - k, 0) / b, int(k))) for v in vals.tolist()]
+            p[sel] = np.asarray(bound)[inv]
+    return p
+
+
+def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
+    """Universe cells whose neighbourhood holds points, at false-discovery rate ``fdr`` (Benjamini–Hochberg).
+
+    Parameters
+    ----------
+    hist : NoisyHistogram
+        Dense released histogram.
+    sums : numpy.ndarray
+        ``(ny, nx)`` 3×3 sums of its counts (:func:`box_sums`).
+    fdr : float
+        Level ``q`` in (0, 1) of the procedure.
+
+    Returns
+    -------
+    cells : numpy.ndarray
+        Sorted flat ids of the kept cells.
+    p_cut : float
+        The largest p-value kept (0 when none).
+
+    Notes
+    -----
+    The test of cell ``X`` is "no point lies in its 3×3 neighbourhood"; under
+    it ``S̃(X)`` is a sum of ``κ_X ≤ 9`` discrete Laplace noises (the universe
+    cells of the neighbourhood), and the p-value ``Pr[N_κ ≥ S̃(X)]`` is exact.
+    Benjamini–Hochberg over all ``m`` universe cells keeps the cells with the
+    ``r`` smallest p-values, ``r`` the largest rank with ``p_(r) ≤ q·r/m``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.histogram import NoisyHistogram
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 100, 100), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> c = np.zeros(100, int); c[55] = 60
+    >>> h = NoisyHistogram(g, "dense", np.arange(100), c, 1.0, 1, float(np.exp(-1)))
+    >>> cells, _ = fdr_cells(h, box_sums(h))
+    >>> cells.tolist()   # the cell with 60 points and its eight neighbours
+    [44, 45, 46, 54, 55, 56, 64, 65, 66]
+    """
+    if not (isinstance(fdr, (int, float)) and 0 < fdr < 1):
+        raise ParameterError(f"fdr (false-discovery rate of the floor) must be in (0, 1), got {fdr!r}")
+    g = hist.grid
+    uni = hist.cell_id if hist.kind == "dense" else g.universe_ids()
+    s = sums.ravel()[uni]
+    kappa = _neighbours_in_universe(g).ravel()[uni]
+    # p-values take one value per (κ, sum): sort those distinct values, not the m cells
+    key = (kappa.astype(np.int64) << 40) + (s - s.min())
+    ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    first = np.zeros(ukey.size, dtype=np.int64)
+    first[inv] = np.arange(inv.size)
+    pu = _p_values(s[first], kappa[first], hist.q)
+    m = s.size
+    order = np.argsort(pu, kind="stable")
+    rank = np.cumsum(cnt[order])  # cells with a p-value <= pu[order[i]] (ties counted fully)
+    ok = np.flatnonzero(pu[order] <= fdr * rank / m)
+    if ok.size == 0:
+        return np.zeros(0, dtype=np.int64), 0.0
+    p_cut = float(pu[order[ok[-1]]])
+    return uni[(pu <= p_cut)[inv]], p_cut
+
+
+def scale_mass(n_hat, rule=MIN_MASS_SHARE) -> float:
+    """The map's scale: the fewest noisy points of a cluster given the noisy total (0 without one).
+
+    ``rule`` is ``"sqrt"`` (``√n̂``: at most about ``√n̂`` clusters of ``√n̂``
+    points) or a share of ``n̂``.
+
+    Examples
+    --------
+    >>> scale_mass(10_000, "sqrt"), scale_mass(10_000, 0.01), scale_mass(None)
+    (100.0, 100.0, 0.0)
+    """
+    if n_hat is None:
+        return 0.0
+    n = max(float(n_hat), 0.0)
+    return math.sqrt(n) if rule == "sqrt" else float(rule) * n
+
+
+def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: float | None = None,
+                   min_mass: float | None = None, min_prominence: float | None = None, extent: str = "grown",
+                   selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
+                   grow_steps: int | None = GROW_STEPS,
+                   max_thresholds: int = MAX_THRESHOLDS):
+    """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
+
+    Parameters
+    ----------
+    hist : NoisyHistogram
+        Dense ε-DP histogram.
+    fdr : float
+        False-discovery rate of the floor (:func:`fdr_cells`).
+    n_hat : float, optional
+        A DP estimate of the number of points; with it the smallest cluster
+        also holds ``√n̂`` of them (:func:`scale_mass`).
+    min_mass, min_prominence : float, optional
+        Override the defaults ``max(2σ, √n̂)`` and ``σ``, where ``σ`` is the
+        standard deviation of one 3×3 sum's noise.
+    extent : {"grown", "core"}
+    selection : {"eom", "leaf"}
+    grow_steps : int or None
+        How far ``grown`` reaches (default :data:`GROW_STEPS`; None: every
+        connected cell of the floor).
+    min_mass_share : "sqrt" or float
+        The map's scale (:func:`scale_mass`): the smallest cluster holds
+        ``√n̂`` points, or this share of ``n̂``.
+    max_thresholds : int
+
+    Returns
+    -------
+    LevelClusters, dict
+        The clusters and the public settings used (for the metadata).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.histogram import noisy_histogram
+    >>> from dpgeo.noise import NoiseSource
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.r_[rng.normal(250, 15, 400), rng.normal(750, 15, 400)]
+    >>> y = np.r_[rng.normal(500, 15, 400), rng.normal(500, 15, 400)]
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 1000, 1000), "EPSG:32615", working_crs="EPSG:32615"), 20.0)
+    >>> h = noisy_histogram(g, g.assign(x, y).cell_id, epsilon=1.0, rng=NoiseSource(seed=3), method="dense")
+    >>> clusters, settings = density_levels(h)
+    >>> clusters.n_clusters, settings["level_unit"]
+    (2, 'noisy points in the 3x3 cells around a cell')
+    """
+    sums = box_sums(hist)
+    sd = sum_noise_sd(hist.q)
+    if min_mass is None:
+        min_mass = max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
+    if min_prominence is None:
+        min_prominence = MIN_PROMINENCE_SD * sd
+    cells, p_cut = fdr_cells(hist, sums, fdr)
+    value = sums.ravel()[cells]
+    # the floor: the lowest kept sum of the cells whose whole neighbourhood is in the universe (cells on the
+    # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born)
+    full = _neighbours_in_universe(hist.grid).ravel()[cells] == BOX_OFFSETS.shape[0]
+    floor = float(value[full].min()) if full.any() else (float(value.min()) if value.size else None)
+    tree = build_level_tree(hist.grid, cells, value, hist.lookup(cells), max_thresholds=max_thresholds)
+    clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
+                               selection=selection, base_level=None if floor is None else floor - 1.0,
+                               grow_steps=grow_steps)
+    settings = {
+        "level_unit": "noisy points in the 3x3 cells around a cell",
+        "density_kernel": "3x3 cells (sum of released counts)",
+        "noise_sd_of_level": sd,
+        "floor_rule": "Benjamini-Hochberg over all universe cells, null: no point in the 3x3 neighbourhood",
+        "floor_fdr": float(fdr),
+        "floor_p_value_cut": p_cut,
+        "floor_level": floor,
+        "n_floor_cells": int(cells.size),
+        "n_thresholds": int(tree.thresholds.size),
+        "min_cluster_mass": float(min_mass),
+        "min_prominence": float(min_prominence),
+        "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
+                      if selection == "eom" else "leaves of the tree of significant clusters"),
+        "extent": extent if extent == "core" else
+        f"grown: up to {grow_steps} cells around each cluster" if grow_steps is not None else "grown: whole floor",
+    }
+    return clusters, settings

@@ -1,0 +1,264 @@
+"""Spans without a radius (auto): the grid from a noisy total, the ε split, the pipeline, the ledger."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+import dpgeo
+from dpgeo.budget import Ledger
+from dpgeo.domain import StudyArea
+from dpgeo.errors import BudgetExceededError, ParameterError
+from dpgeo.grid import Grid
+from dpgeo.mechanisms import auto as m_auto
+from dpgeo.mechanisms import resolution
+from dpgeo.mechanisms.auto import auto_spans_cells
+from dpgeo.mechanisms.resolution import (
+    auto_budget,
+    coarse_grid,
+    coarsen_counts,
+    coarsening_factor,
+    fine_grid,
+    fine_width,
+    target_cells,
+)
+from dpgeo.noise import NoiseSource, discrete_laplace_pmf
+
+CRS = "EPSG:32615"
+ALPHA = 1e-6
+
+
+def _area(w=1000.0, h=1000.0):
+    return StudyArea.from_bbox((0, 0, w, h), CRS, working_crs=CRS)
+
+
+# -- the grid ----------------------------------------------------------------------------------------------
+
+def test_fine_grid_depends_on_the_study_area_only():
+    a = _area(4096, 1024)
+    assert fine_width(a) == 2.0 and fine_grid(a).nx == 2048
+    big = _area(50_000, 50_000)
+    g = fine_grid(big)
+    assert g.nx * g.ny <= resolution.MAX_FINE_CELLS
+
+
+def test_resolution_rule():
+    # M = n / (rho * sd): ten times the points, ten times the cells; more budget, more cells
+    m1 = target_cells(1000, epsilon=0.95)
+    assert target_cells(10_000, epsilon=0.95) == pytest.approx(10 * m1)
+    assert target_cells(1000, epsilon=1.9) > 2 * m1 > target_cells(1000, epsilon=0.475) * 4
+    assert target_cells(-50, epsilon=1.0) == 1.0  # a negative noisy total still gives a grid
+    a = _area()
+    ks = [coarsening_factor(a, 1.0, target_cells(n, epsilon=0.95), max_cells=1 << 22) for n in (100, 1000, 10_000)]
+    assert ks[0] > ks[1] > ks[2] >= 1
+    # the cap on cells is honoured
+    k = coarsening_factor(a, 1.0, 1e9, max_cells=400)
+    assert math.ceil(1000 / k) ** 2 <= 400
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 2**31 - 1))
+def test_coarsened_counts_equal_counting_on_the_coarse_grid(k, seed):
+    rng = np.random.default_rng(seed)
+    a = _area(997.0, 613.0)
+    fine = Grid(a, 3.0)
+    coarse = coarse_grid(a, 3.0, k)
+    # points away from cell edges (where float rounding could put a point on either side)
+    ix, iy = rng.integers(0, fine.nx, 500), rng.integers(0, fine.ny, 500)
+    x, y = (ix + rng.uniform(0.1, 0.9, 500)) * 3.0, (iy + rng.uniform(0.1, 0.9, 500)) * 3.0
+    ok = (x < 997.0) & (y < 613.0)
+    x, y = x[ok], y[ok]
+    ids, counts = np.unique(fine.assign(x, y).cell_id, return_counts=True)
+    got = coarsen_counts(fine, ids, counts, coarse, k)
+    want = np.unique(coarse.assign(x, y).cell_id, return_counts=True)
+    assert [v.tolist() for v in got] == [v.tolist() for v in want]
+
+
+# -- the budget and its split --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("eps", [1.0, 0.1, 0.3, 2.0, 1e-3, 7.77])
+def test_split_never_exceeds_epsilon(eps):
+    e0, e1 = auto_budget(eps)
+    assert Fraction(e0) + Fraction(e1) <= Fraction(eps)
+    assert e0 == pytest.approx(0.05 * eps) and e1 == pytest.approx(0.95 * eps)
+
+
+def _chi2_p(samples, q, hi):
+    edges = np.arange(-hi, hi + 1)
+    obs = np.r_[(samples < -hi).sum(), [(samples == v).sum() for v in edges], (samples > hi).sum()]
+    tail = q ** (hi + 1) / (1 + q)
+    exp = np.r_[tail, discrete_laplace_pmf(edges, q), tail] * samples.size
+    keep = exp > 5
+    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+
+
+def _histogram_noise(eps, seed):
+    """One auto release over a 200 x 200 m area with no point: the released counts are pure noise."""
+    a = _area(200.0, 200.0)
+    f = fine_grid(a)
+    run = auto_spans_cells(f, np.array([0]), np.array([20_000]), epsilon=eps, rng=NoiseSource(seed=seed))
+    h = run.hist
+    noise = h.count.copy()
+    noise[0] -= 20_000  # the corner cell holds every point
+    return run, noise
+
+
+def test_histogram_gets_exactly_the_rest_of_the_budget():
+    """The histogram's noise has decay exp(-0.95 ε): a chi-square test at 1e-6 accepts it and rejects the
+    law of the whole ε (the total's share not taken out: a wrong split)."""
+    run, z = _histogram_noise(1.0, seed=3)
+    assert run.settings["epsilon_histogram"] == auto_budget(1.0)[1] and z.size > 10_000
+    assert _chi2_p(z, math.exp(-0.95), 8) > ALPHA
+    assert _chi2_p(z, math.exp(-1.0), 8) < ALPHA
+
+
+def test_total_gets_its_share_of_the_budget():
+    """The noisy total's error has decay exp(-0.05 ε) (sd ≈ 28 points at ε = 1): 400 releases, chi-square
+    at 1e-6 over bins of width 10; the law at the histogram's share (or at the whole ε) is rejected."""
+    f = fine_grid(_area(100.0, 100.0))
+    src = NoiseSource(seed=5)
+    err = np.array([auto_spans_cells(f, np.array([0]), np.array([500]), epsilon=1.0, rng=src).n_hat - 500
+                    for _ in range(400)])
+    q0 = math.exp(-0.05)
+
+    def binned_p(q):
+        edges = np.arange(-60, 61, 10)
+        cdf = lambda t: np.where(t >= 0, 1 - q ** (np.floor(t) + 1) / (1 + q), q ** (-np.floor(t)) / (1 + q))
+        probs = np.diff(np.r_[0.0, cdf(edges[1:] - 1), 1.0])
+        obs = np.bincount(np.searchsorted(edges[1:], err, side="right"), minlength=probs.size)
+        exp = probs * err.size
+        keep = exp > 5
+        return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+
+    assert binned_p(q0) > ALPHA
+    assert binned_p(math.exp(-0.95)) < ALPHA
+    assert binned_p(math.exp(-1.0)) < ALPHA
+
+
+# -- the pipeline -------------------------------------------------------------------------------------------
+
+KW = {"domain": (0, 0, 2000, 2000), "domain_crs": CRS, "crs": CRS}
+
+
+def blobs(seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.r_[rng.normal(500, 40, 3000), rng.normal(1500, 40, 3000), rng.uniform(0, 2000, 1000)]
+    y = np.r_[rng.normal(500, 40, 3000), rng.normal(1500, 40, 3000), rng.uniform(0, 2000, 1000)]
+    return x, y, CRS
+
+
+def test_auto_finds_the_blobs_and_reports_its_choices():
+    res = dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, **KW)
+    md = res.metadata
+    assert md["auto"] is True and md["radius_m"] is None and md["min_points"] is None
+    assert len(res.layer) >= 2 and res.layer["dp_count"].nlargest(2).min() > 2000
+    for key in ("cell_width_m", "coarsening_factor", "noisy_total", "epsilon_total", "epsilon_histogram",
+                "floor_fdr", "floor_level", "min_cluster_mass", "min_prominence", "n_levels", "floor_guarantee",
+                "levels_guarantee", "gamma_all_levels", "resolution_rule", "selection", "extent"):
+        assert key in md, key
+    assert md["epsilon_total"] + md["epsilon_histogram"] <= md["epsilon"]
+    assert list(res.layer.columns[:3]) == ["cluster_id", "level", "level_top"]
+    lv = res.levels
+    assert list(lv.columns[:6]) == ["level_id", "parent_id", "level", "level_top", "stability", "cluster_id"]
+    assert lv["parent_id"].isna().sum() == 1 and lv.loc[0, "depth"] == 0
+    # every flat cluster is one entry of the tree, and nested entries are inside their parents
+    assert sorted(lv["cluster_id"].dropna().astype(int)) == list(res.layer["cluster_id"])
+    for _, row in lv.dropna(subset=["parent_id"]).iterrows():
+        parent = lv.loc[lv["level_id"] == row["parent_id"]].iloc[0]
+        assert parent.geometry.buffer(1e-6).contains(row.geometry)
+    # the evaluation helper works as for spans with a radius
+    x, y, _ = blobs()
+    assert res.cells.label_points(x, y).max() == len(res.layer)
+
+
+def test_auto_is_reproducible_with_a_seed_and_warns_not_private():
+    with pytest.warns(dpgeo.NotPrivateWarning):
+        a = dpgeo.dbscan_spans(blobs(), epsilon=0.5, seed=7, ledger=False, **KW)
+    b = dpgeo.dbscan_spans(blobs(), epsilon=0.5, seed=7, ledger=False, **KW)
+    assert a.layer.equals(b.layer) and a.metadata["noisy_total"] == b.metadata["noisy_total"]
+
+
+def test_given_parameters_keep_the_fixed_radius_run():
+    res = dpgeo.dbscan_spans(blobs(), epsilon=1.0, radius_m=60, min_points=20, seed=1, ledger=False, **KW)
+    assert "auto" not in res.metadata and res.levels is None and res.metadata["kappa"] == 21
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"radius_m": 50}, "both radius_m and min_points"),
+    ({"min_points": 20}, "both radius_m and min_points"),
+    ({"eta": 0.8}, "eta"),
+    ({"gamma": "exact"}, "gamma"),
+    ({"histogram": "sparse"}, "histogram"),
+    ({"fdr": 0.2, "radius_m": 50, "min_points": 20}, "fdr"),
+    ({"fdr": 1.5}, "fdr"),
+    ({"extent": "far"}, "extent"),
+])
+def test_bad_combinations_are_refused_in_one_line(kw, msg):
+    with pytest.raises(ParameterError, match=msg):
+        dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, **KW, **kw)
+
+
+def test_auto_release_is_one_charge_of_epsilon(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.set_total("clinic", 1.0)
+    res = dpgeo.dbscan_spans(blobs(), epsilon=0.6, dataset="clinic", ledger=ledger, **KW)
+    b = ledger.budget("clinic")
+    assert len(b.releases) == 1 and b.releases[0].mechanism == "dp-dbscan-spans-auto"
+    assert b.spent_epsilon == pytest.approx(0.6) and res.metadata["differentially_private"] is True
+    with pytest.raises(BudgetExceededError):
+        dpgeo.dbscan_spans(blobs(), epsilon=0.6, dataset="clinic", ledger=ledger, **KW)
+
+
+def test_unattended_empty_input_releases_a_valid_layer():
+    x = np.array([5000.0])  # outside the study area
+    res = dpgeo.dbscan_spans((x, x, CRS), epsilon=1.0, seed=2, ledger=False, unattended=True, **KW)
+    assert res.metadata["auto"] is True and len(res.layer) >= 0 and res.levels is not None
+
+
+def test_preview_says_what_auto_will_do():
+    kw = {"epsilon": 1.0, "domain": (0, 0, 2000, 2000), "domain_crs": CRS, "crs": CRS}
+    p = dpgeo.noise_preview(**kw, n_points=1000)
+    assert p["auto"] is True and p["spends_budget"] is False and p["fine_cell_width_m"] < 1.0
+    (small,), (large,) = p["by_points"], dpgeo.noise_preview(**kw, n_points=100_000)["by_points"]
+    assert len(dpgeo.noise_preview(**kw)["by_points"]) == 5  # 10^3 ... 10^7 points
+    assert small["cell_width_m"] > large["cell_width_m"]
+    assert small["smallest_cluster_points"] >= small["floor_level_range"][0]
+    assert large["smallest_cluster_points"] >= 316  # the square root of the points
+    lo, hi = small["floor_level_range"]
+    assert 0 < lo <= hi
+
+
+def test_auto_mechanism_is_post_processing_of_two_releases(monkeypatch):
+    """Only release_total and dense_histogram draw noise: every other step sees their outputs alone."""
+    calls = []
+    orig_total, orig_hist = m_auto.release_total, m_auto.dense_histogram
+    monkeypatch.setattr(m_auto, "release_total", lambda *a, **k: calls.append("total") or orig_total(*a, **k))
+    monkeypatch.setattr(m_auto, "dense_histogram", lambda *a, **k: calls.append("hist") or orig_hist(*a, **k))
+    f = fine_grid(_area())
+    auto_spans_cells(f, np.array([0, 5]), np.array([40, 3]), epsilon=1.0, rng=NoiseSource(seed=1))
+    assert calls == ["total", "hist"]
+
+
+def test_levels_layer_is_written_on_request(tmp_path):
+    import geopandas as gpd
+    import pyogrio
+
+    res = dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, levels=True, **KW)
+    assert res.metadata["levels_layer"] is True
+    gpkg = res.to_file(tmp_path / "spans.gpkg")
+    assert [list(x) for x in pyogrio.list_layers(gpkg)] == [["spans", "MultiPolygon"], ["spans_levels", "MultiPolygon"]]
+    lv = gpd.read_file(gpkg, layer="spans_levels")
+    assert len(lv) == len(res.levels) and lv["parent_id"].isna().sum() == 1
+    back = dpgeo.read_release(gpkg)  # the release is the main layer
+    assert len(back.layer) == len(res.layer) and back.metadata["release_id"] == res.metadata["release_id"]
+    res.to_file(tmp_path / "spans.geojson")
+    assert (tmp_path / "spans_levels.geojson").exists()
+    # without the request, one layer only; and levels need a run without a radius
+    plain = dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, **KW)
+    assert len(pyogrio.list_layers(plain.to_file(tmp_path / "plain.gpkg"))) == 1
+    with pytest.raises(ParameterError, match="levels"):
+        dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, radius_m=60, min_points=20, levels=True, **KW)

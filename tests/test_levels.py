@@ -1,0 +1,235 @@
+"""Density levels (dpgeo.mechanisms.levels): the tree of every threshold, the FDR floor, the chosen clusters."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import ndimage
+
+from dpgeo.domain import StudyArea
+from dpgeo.errors import ParameterError
+from dpgeo.grid import Grid
+from dpgeo.histogram import NoisyHistogram, dense_histogram
+from dpgeo.mechanisms import level_tree, levels
+from dpgeo.mechanisms.levels import (
+    box_sums,
+    build_level_tree,
+    density_levels,
+    fdr_cells,
+    select_clusters,
+)
+from dpgeo.noise import NoiseSource, sum_sf
+
+CRS = "EPSG:32615"
+
+
+def _grid(nx, ny, w=10.0):
+    return Grid(StudyArea.from_bbox((0, 0, nx * w, ny * w), CRS, working_crs=CRS), w)
+
+
+def _components_from_tree(tree, j):
+    """Partition of the cells present at threshold index j, read off the tree (cell -> component node)."""
+    present = np.searchsorted(tree.thresholds, tree.value, side="right") - 1 >= j
+    nodes = tree.cell_node[present].copy()
+    parent, level = tree.node_parent, tree.node_level
+    while True:  # climb while the parent still exists at threshold j
+        p = parent[nodes]
+        up = (p >= 0) & (level[np.maximum(p, 0)] >= j)
+        if not up.any():
+            return present, nodes
+        nodes[up] = p[up]
+
+
+def _same_partition(a, b):
+    """Two labelings of the same items describe the same partition."""
+    pairs = set(zip(a.tolist(), b.tolist()))
+    return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 9), st.integers(2, 9), st.integers(0, 2**31 - 1))
+def test_tree_gives_the_components_of_every_threshold(nx, ny, seed):
+    """At every threshold, the tree's components are the 8-connected components of {S >= t} (scipy.ndimage)."""
+    rng = np.random.default_rng(seed)
+    g = _grid(nx, ny)
+    values = rng.integers(0, 12, nx * ny)
+    keep = rng.random(nx * ny) < 0.8
+    cells = np.flatnonzero(keep)
+    tree = build_level_tree(g, cells, values[cells], np.ones(cells.size, dtype=np.int64))
+    for j, t in enumerate(tree.thresholds.tolist()):
+        mask = np.zeros(nx * ny, dtype=bool)
+        mask[cells[values[cells] >= t]] = True
+        lab, _ = ndimage.label(mask.reshape(ny, nx), structure=np.ones((3, 3)))
+        present, nodes = _components_from_tree(tree, j)
+        assert np.array_equal(np.sort(cells[present]), np.flatnonzero(mask))
+        assert _same_partition(nodes, lab.ravel()[cells[present]])
+
+
+def test_tree_of_two_peaks():
+    g = _grid(5, 1)
+    t = build_level_tree(g, np.arange(5), np.array([9, 3, 2, 5, 7]), np.ones(5, dtype=np.int64))
+    assert t.thresholds.tolist() == [2, 3, 5, 7, 9]
+    # two peaks born at 9 and 7, merged at 2 into the root
+    assert t.node_parent.tolist() == [2, 2, -1]
+    assert t.thresholds[t.node_level].tolist() == [9, 7, 2]
+
+
+def test_thresholds_are_all_values_or_a_geometric_grid():
+    vals = np.arange(1, 2000)
+    t = level_tree._thresholds(vals, 100)
+    assert t[0] == 1 and t[-1] <= 1999 and 50 <= t.size <= 100 and np.all(np.diff(t) > 0)
+    assert level_tree._thresholds(np.array([5, 3, 5, 9]), 100).tolist() == [3, 5, 9]
+
+
+def test_select_two_bumps_and_their_extents():
+    g = _grid(7, 1)
+    v = np.array([30, 60, 30, 12, 30, 50, 30])
+    t = build_level_tree(g, np.arange(7), v, np.array([5, 20, 5, 1, 5, 15, 5]))
+    core = select_clusters(t, min_mass=10, min_prominence=5, extent="core")
+    grown = select_clusters(t, min_mass=10, min_prominence=5, extent="grown")
+    assert core.cell_id.tolist() == [0, 1, 2, 4, 5, 6] and core.label.tolist() == [1, 1, 1, 2, 2, 2]
+    assert grown.cell_id.tolist() == list(range(7))  # the saddle cell goes to one of them
+    assert set(grown.label[[0, 1, 2]]) == {1} and set(grown.label[[4, 5, 6]]) == {2}
+    # too small, or not prominent enough: one cluster (the single component at the floor)
+    assert select_clusters(t, min_mass=10, min_prominence=40, extent="core").n_clusters == 1
+    assert select_clusters(t, min_mass=28, min_prominence=5, extent="core").n_clusters == 1
+    assert select_clusters(t, min_mass=60, min_prominence=5, extent="core").n_clusters == 0  # nothing big enough
+
+
+def test_leaf_selection_takes_the_deepest_clusters():
+    g = _grid(9, 1)
+    # a big bump holding two sub-peaks, and a lone bump
+    v = np.array([40, 90, 50, 80, 40, 5, 40, 60, 40])
+    c = np.array([10, 30, 12, 25, 10, 1, 10, 20, 10])
+    t = build_level_tree(g, np.arange(9), v, c)
+    eom = select_clusters(t, min_mass=20, min_prominence=8, extent="core", selection="eom")
+    leaf = select_clusters(t, min_mass=20, min_prominence=8, extent="core", selection="leaf")
+    assert leaf.n_clusters == 3
+    assert eom.n_clusters in (2, 3)
+    with pytest.raises(ParameterError):
+        select_clusters(t, min_mass=1, min_prominence=1, selection="best")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 12), st.integers(3, 12), st.integers(0, 2**31 - 1), st.sampled_from(["eom", "leaf"]))
+def test_flat_map_and_tree_are_consistent(nx, ny, seed, selection):
+    """Clusters are disjoint, each core is one component at its level, grown clusters keep their core and
+    stay connected, and the tree's entries are nested."""
+    rng = np.random.default_rng(seed)
+    g = _grid(nx, ny)
+    counts = rng.poisson(rng.uniform(0, 8), nx * ny) + rng.integers(-2, 3, nx * ny)
+    h = NoisyHistogram(g, "dense", np.arange(nx * ny), counts.astype(np.int64), 1.0, 1, math.exp(-1.0))
+    sums = box_sums(h)
+    cells = np.arange(nx * ny)[sums.ravel() > 2]
+    tree = build_level_tree(g, cells, sums.ravel()[cells], h.lookup(cells))
+    core = select_clusters(tree, min_mass=5, min_prominence=3, extent="core", selection=selection)
+    grown = select_clusters(tree, min_mass=5, min_prominence=3, extent="grown", selection=selection)
+    assert np.all(np.diff(core.cell_id) > 0) and np.all(np.diff(grown.cell_id) > 0)
+    assert core.n_clusters == grown.n_clusters == len(core.cluster_level)
+    full = np.zeros(nx * ny, dtype=np.int64)
+    full[grown.cell_id] = grown.label
+    for k in range(1, core.n_clusters + 1):
+        mine = core.cell_id[core.label == k]
+        assert np.all(full[mine] == k)  # growing never takes a core cell away
+        mask = (full == k).reshape(ny, nx)
+        assert ndimage.label(mask, structure=np.ones((3, 3)))[1] == 1  # connected
+        # the core is the component at the level where the cluster separates
+        level = core.cluster_level[k - 1]
+        comp = np.zeros(nx * ny, dtype=bool)
+        comp[cells[sums.ravel()[cells] > level]] = True
+        lab, _ = ndimage.label(comp.reshape(ny, nx), structure=np.ones((3, 3)))
+        ids = np.unique(lab.ravel()[mine])
+        assert ids.size == 1 and ids[0] > 0
+        assert set(np.flatnonzero(lab.ravel() == ids[0]).tolist()) == set(mine.tolist())
+    # entries: the root lists every cell; a child's cells are among its parent's
+    par = core.nodes["parent"]
+    for e, p in enumerate(par.tolist()):
+        if p >= 0:
+            assert set(core.node_cells[e].tolist()) <= set(core.node_cells[p].tolist())
+            assert core.nodes["level"][e] >= core.nodes["level"][p]
+    if len(core.node_cells):
+        assert core.node_cells[-1].size == cells.size and par[-1] == -1
+    sel = core.nodes["selected"]
+    assert sorted(sel[sel > 0].tolist()) == list(range(1, core.n_clusters + 1)) or core.nodes["selected"].max() == 0
+
+
+def test_fdr_floor_p_values_are_exact():
+    g = _grid(30, 30)
+    q = math.exp(-1.0)
+    counts = np.zeros(900, dtype=np.int64)
+    h = NoisyHistogram(g, "dense", np.arange(900), counts, 1.0, 1, q)
+    sums = np.arange(-3, 40)
+    kappa = np.full(sums.size, 9)
+    p = levels._p_values(sums, kappa, q)
+    expect = np.where(sums > 0, sum_sf(sums - 1, 9, q), 1.0)
+    np.testing.assert_allclose(p, expect, rtol=1e-9, atol=1e-15)
+    corner = levels._neighbours_in_universe(g)
+    assert corner[0, 0] == 4 and corner[0, 5] == 6 and corner[10, 10] == 9
+    p4 = levels._p_values(np.array([5]), np.array([4]), q)
+    assert p4[0] == pytest.approx(sum_sf([4], 4, q)[0], rel=1e-9)
+    assert fdr_cells(h, box_sums(h))[0].size == 0
+
+
+def _mean_fdp(releases, seed, q=0.1):
+    """Mean false-discovery proportion of the floor over repeated releases of a 40 x 40 grid holding a
+    10 x 10 block of 3 points a cell (12 x 12 = 144 cells with points in their neighbourhood, 1456 without)."""
+    g = _grid(40, 40)
+    ids = np.array([iy * 40 + ix for iy in range(15, 25) for ix in range(15, 25)])
+    counts = np.full(ids.size, 3, dtype=np.int64)
+    non_null = np.zeros(1600, dtype=bool)
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            non_null[ids + dy * 40 + dx] = True
+    src = NoiseSource(seed=seed)
+    fdp = []
+    for _ in range(releases):
+        h = dense_histogram(g, ids, counts, epsilon=1.0, rng=src)
+        kept, _ = fdr_cells(h, box_sums(h), q)
+        fdp.append(np.mean(~non_null[kept]) if kept.size else 0.0)
+    return float(np.mean(fdp))
+
+
+def test_fdr_floor_controls_the_false_discovery_rate(monkeypatch):
+    """The share of kept cells whose neighbourhood is empty stays below q = 0.1 on average.
+
+    150 releases at ε = 1; each false-discovery proportion lies in [0, 1], so with probability
+    >= 1 - 1e-6 the mean exceeds its expectation (<= q) by less than sqrt(ln(1e6) / 300) = 0.215
+    (Hoeffding): the test fails a correct floor with probability below 1e-6. It has power: p-values
+    computed from the noise of one cell instead of nine (a wrong noise scale) give a mean FDP above 0.5.
+    """
+    bound = 0.1 + math.sqrt(math.log(1e6) / (2 * 150))
+    assert _mean_fdp(150, seed=11) <= bound
+    orig = levels._p_values
+    monkeypatch.setattr(levels, "_p_values", lambda s, k, q: orig(s, np.ones_like(k), q))
+    assert _mean_fdp(40, seed=12) > 0.5
+
+
+def test_fdr_floor_keeps_a_lone_cluster():
+    g = _grid(10, 10)
+    c = np.zeros(100, dtype=np.int64)
+    c[55] = 60
+    h = NoisyHistogram(g, "dense", np.arange(100), c, 1.0, 1, math.exp(-1.0))
+    cells, p_cut = fdr_cells(h, box_sums(h))
+    assert cells.tolist() == [44, 45, 46, 54, 55, 56, 64, 65, 66] and 0 < p_cut < 0.1
+    with pytest.raises(ParameterError):
+        fdr_cells(h, box_sums(h), 1.5)
+
+
+def test_density_levels_on_two_blobs_and_a_background():
+    rng = np.random.default_rng(5)
+    x = np.r_[rng.normal(250, 20, 600), rng.normal(700, 20, 600), rng.uniform(0, 1000, 300)]
+    y = np.r_[rng.normal(500, 20, 600), rng.normal(520, 20, 600), rng.uniform(0, 1000, 300)]
+    g = _grid(50, 50, 20.0)
+    ids, counts = np.unique(g.assign(x, y).cell_id, return_counts=True)
+    h = dense_histogram(g, ids, counts, epsilon=1.0, rng=NoiseSource(seed=4))
+    clusters, st_ = density_levels(h, n_hat=1500)
+    mass = np.bincount(clusters.label, weights=h.lookup(clusters.cell_id))[1:]
+    assert clusters.n_clusters >= 2 and np.sort(mass)[-2] > 400  # the two blobs ...
+    assert np.sort(mass)[:-2].sum() < 100  # ... and at most a few clumps of the background
+    assert st_["min_cluster_mass"] == pytest.approx(max(2 * st_["noise_sd_of_level"], math.sqrt(1500)))
+    assert st_["floor_fdr"] == 0.1 and st_["n_floor_cells"] > 0
+    big = np.argsort(mass)[-2:] + 1
+    centres = sorted((np.mean(g.cell_xy(clusters.cell_id[clusters.label == k])[0]) + 0.5) * 20 for k in big)
+    assert abs(centres[0] - 250) < 60 and abs(centres[1] - 700) < 60
