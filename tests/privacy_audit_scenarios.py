@@ -660,7 +660,7 @@ def _contribution_without_k(person, max_points_per_person, sensitivity, _orig=No
     return (1 if cap is not None else s), cap
 
 
-def _no_cap(person, keys, k):
+def _no_cap(person, keys, k, group=None):
     return np.ones(np.asarray(keys).size, dtype=bool)
 
 

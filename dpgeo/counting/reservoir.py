@@ -96,8 +96,10 @@ class PersonReservoir:
         if len(self._parts) == 1 and self._n_pending == 0:
             return
         cols = [np.concatenate([p[i] for p in self._parts]) for i in range(len(self._parts[0]))]
-        keep = _smallest_keys(cols[0], cols[1], self.k, None if self.group_cells is None else
-                              cols[2] // self.group_cells)
+        if self.group_cells is None:
+            keep = _smallest_keys(cols[0], cols[1], self.k)
+        else:  # a series with the cap counted in each period: per (person, period)
+            keep = _smallest_keys(cols[0], cols[1], self.k, cols[2] // self.group_cells)
         cols = [c[keep] for c in cols]
         self._parts = [cols]
         self._n_kept = int(cols[1].size)
