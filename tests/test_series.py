@@ -477,3 +477,18 @@ def test_running_totals_series(tmp_path):
     with pytest.raises(ParameterError, match="person_accounting='series'"):
         dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=np.arange(x.size) % 100, max_points_per_person=3,
                            person_accounting="period", **kw)
+
+
+def test_an_appended_series_keeps_each_period_s_own_figures(tmp_path):
+    """What differs between periods (clusters found, cells) is stated per period, also after an append."""
+    x, y, t = _points(months=3)
+    kw = dict(period="month", seed=4, ledger=False, **SPANS)
+    first = t < T0 + 59 * 86400  # January and February
+    a = dpgeo.dbscan_spans((x[first], y[first], "EPSG:32615"), time=t[first], period_start="2014-01-01",
+                           period_end="2014-03-01", **kw)
+    few = ~first & (np.arange(x.size) % 100 == 0)  # a few March points: no cluster in March
+    one = dpgeo.dbscan_spans((x[few], y[few], "EPSG:32615"), time=t[few], period_start="2014-03-01",
+                             period_end="2014-04-01", append=a, **kw)
+    md = one.metadata
+    assert [p["label"] for p in md["periods"]] == ["2014-01", "2014-02", "2014-03"]
+    assert "n_clusters" not in md and [p["n_clusters"] for p in md["periods"]] == [2, 2, 0]

@@ -265,13 +265,21 @@ def series_metadata(md, period_mds, outcome_mds, charge_md, info, p, prior=None)
             if k in shared and shared[k] != val:
                 differ.add(k)
             shared.setdefault(k, val)
+    earlier = [] if prior is None else [dict(e) for e in prior.metadata.get("periods", [])]
+    if prior is not None:  # continued: what differed before still differs, and so does what changes now
+        differ |= {k for e in earlier for k in e if k in shared}
+        differ |= {k for k, val in shared.items() if k in prior.metadata and prior.metadata[k] != val}
+        for e in earlier:  # the earlier periods' value of a key that was the same in all of them
+            e.update({k: prior.metadata[k] for k in differ if k not in e and k in prior.metadata})
     out.update({k: val for k, val in shared.items() if k not in differ})
+    for k in differ:
+        out.pop(k, None)
     out.update(charge_md)
     out["release_id"] = charge_md.get("release_id", info["series_id"])  # this run (an append has its own)
     out["series_id"] = info["series_id"]
     out["series"] = info
     out["parameters"] = {k: val for k, val in p.items() if k != "epsilon"}
-    entries = [] if prior is None else list(prior.metadata.get("periods", []))
+    entries = earlier
     if prior is not None:  # what the series costs stays the series' epsilon; each period says its own
         out["epsilon"] = prior.metadata.get("epsilon")
     for pm in period_mds:
