@@ -60,8 +60,8 @@ def describe_release(rec) -> str:
     what = ""
     if series is not None:
         what = (f" A map series: {len(md.get('periods', []))} periods by {series.get('period')} "
-                f"({series.get('timezone')}), each feature in its period [period_start, period_end); {series.get('accounting')}."
-                " Filter the items by time with datetime=.")
+                f"({series.get('timezone')}), each feature in its period [period_start, period_end); "
+                f"{series.get('accounting')}. Filter the items by time with datetime=.")
     return (f"{head} Dataset '{rec['dataset']}', released {rec['date']} (release {rec['id']}).{budget}{what} "
             "Each feature is a cluster: dp_count is its noisy point count and [dp_count_low, dp_count_high] its 95% "
             "interval; n_cells and area_m2 describe its polygon. The privacy metadata is in the member 'dpgeo'.")
@@ -109,7 +109,8 @@ def parse_items_query(query) -> dict:
     """``limit``, ``offset`` and ``bbox`` of an items request, checked (raises ParameterError)."""
     unknown = sorted(set(query) - ITEMS_PARAMS)
     if unknown:
-        raise ParameterError(f"unknown query parameter {unknown[0][:40]!r}; items take limit, offset, bbox and datetime")
+        raise ParameterError(f"unknown query parameter {unknown[0][:40]!r}; items take limit, offset, bbox and "
+                             "datetime")
     out = {"limit": DEFAULT_LIMIT, "offset": 0, "bbox": None, "datetime": None}
     if "datetime" in query:
         out["datetime"] = _interval(query["datetime"])
