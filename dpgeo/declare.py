@@ -93,6 +93,10 @@ class Param:
     suggested : optional
         A starting value that a form shows for a required parameter (the QGIS dialog's
         pre-filled value); never a default.
+    none_means : str
+        What the default ``None`` means, in the help of every front end (default
+        ``"automatic"``: the mechanism's rule decides; e.g. ``"none"`` for an option
+        that adds something only when given).
     """
 
     name: str
@@ -114,6 +118,7 @@ class Param:
     fronts: frozenset = FRONTS
     service_choices: tuple | None = None
     suggested: Any = None
+    none_means: str = "automatic"
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -227,7 +232,7 @@ class Param:
         if self.required:
             return "required"
         if self.default is None:
-            return "automatic"
+            return self.none_means
         return _g(self.default) if isinstance(self.default, (int, float)) and not isinstance(self.default, bool) \
             else str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
 

@@ -317,7 +317,9 @@ _SUMMARY_KEYS = [
     "mechanism", "method", "differentially_private", "not_private_reasons", "neighbouring_relation",
     "epsilon", "epsilon_split", "delta", "sampler", "beta", "radius_m", "min_points", "min_points_prime", "gamma",
     "gamma_low", "gamma_method", "gamma_laplace", "extent", "extent_threshold", "kappa", "eta", "cell_width_m", "n_cells", "histogram",
-    "theta", "wavelet", "percentile", "threshold", "k_prime", "n_clusters", "n_core_cells", "n_span_cells", "working_crs", "dataset", "release_id",
+    "theta", "wavelet", "percentile", "threshold", "k_prime", "n_clusters", "n_core_cells", "n_span_cells",
+    "cells", "h3_resolution", "bands", "bands_bandwidth_m", "hotspot_neighbourhood", "hotspot_fdr", "working_crs",
+    "dataset", "release_id",
     "dataset_spent_epsilon", "dataset_total_epsilon", "dpgeo_version",
 ]
 
@@ -439,7 +441,8 @@ class Release:
         return format_metadata(self.metadata)
 
     def __repr__(self) -> str:
-        return (f"Release({self.metadata.get('method')}, {len(self.layer)} clusters, "
+        noun = "clusters" if "cluster_id" in getattr(self.layer, "columns", ()) else "features"
+        return (f"Release({self.metadata.get('method')}, {len(self.layer)} {noun}, "
                 f"epsilon={self.metadata.get('epsilon')}, "
                 f"differentially_private={self.metadata.get('differentially_private')})")
 

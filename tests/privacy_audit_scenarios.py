@@ -526,6 +526,82 @@ def series_person(epsilon: float = 2.0, k: int = 1, n: int = 700) -> Scenario:
          "series cap counted per period": [(1 / (1 + q) ** 2, q ** (2 * k) / (1 + q) ** 2)]},
         f"one person with {k} point(s) in January and {k} in February ({k} kept over the series)",
         make_source=lambda seed: itertools.count(seed * 1_000_003 + 1))
+
+def _next_seed(seeds):
+    """The next seed of a seeded audit; ``None`` (the default CSPRNG, fresh OS entropy) when the audit hands a
+    noise source instead (``benchmarks/audit_privacy.py`` without ``--seed``)."""
+    return next(seeds) if hasattr(seeds, "__next__") else None
+
+
+def end_to_end_heat(epsilon: float = 1.0, k: int = 4, n: int = 200) -> Scenario:
+    """``dpgeo.heat`` on H3 cells (resolution 9) with ``person=``, ``max_points_per_person=K``, one person apart.
+
+    The study area is a small box around one H3 cell ``c`` (a few cells
+    intersect it); every point lies at ``c``'s centre. ``D``: person a with 20
+    points (K kept) and persons of at most K points, ``m`` kept points in all;
+    ``D′`` adds a person with 2K points (K kept). ``S`` = "``c``'s released
+    count (``dp_count_raw``) ≥ m + K": ``Pr[S | D′] = Pr[Z ≥ 0] = 1/(1+q)``,
+    ``Pr[S | D] = Pr[Z ≥ K] = q^K/(1+q)``, ``q = e^{−ε/K}``, ratio ``e^ε``.
+    Seeds are passed through ``seed=`` (none in the benchmark's unseeded audit).
+    """
+    import h3
+
+    cell = h3.latlng_to_cell(44.97, -93.26, 9)
+    lat, lon = h3.cell_to_latlng(cell)
+    box = (lon - 0.002, lat - 0.0015, lon + 0.002, lat + 0.0015)
+    person = np.array(["a"] * 20 + [f"b{i // k}" for i in range(2 * k + 1)])
+    m = k + 2 * k + 1
+    data = {"D": person, "D'": np.r_[person, ["p"] * (2 * k)]}
+
+    def run(which, seeds):
+        who = data[which]
+        res = dpgeo.heat((np.full(who.size, lon), np.full(who.size, lat), "EPSG:4326"), epsilon=epsilon,
+                         h3_resolution=9, domain=box, person=who, max_points_per_person=k, seed=_next_seed(seeds),
+                         ledger=False)
+        row = res.layer[res.layer["h3"] == cell]
+        return int(row["dp_count_raw"].iloc[0])
+
+    def law(q):
+        return [(1 / (1 + q), q**k / (1 + q))]
+
+    return Scenario(
+        f"end to end: heat on H3 cells, person cap K = {k}", epsilon, n, run,
+        [(f"released count of c >= {m + k}", lambda v: v >= m + k)],
+        {"correct": law(math.exp(-epsilon / k)), "pipeline sensitivity not scaled by K": law(math.exp(-epsilon))},
+        f"one person ({2 * k} points, {k} kept) in H3 cell c: {m} vs {m + k} kept points",
+        make_source=lambda seed: itertools.count(seed * 1_000_003 + 1))
+
+
+def end_to_end_hotspots(epsilon: float = 1.0, n: int = 500) -> Scenario:
+    """``dpgeo.hotspots`` on square cells (the count release under the Gi* classes), one record apart.
+
+    A 4 × 4 study area of 100 m cells; ``D`` has 3 points in cell ``c`` and 5
+    elsewhere, ``D′`` one more in ``c``. ``S`` = "``c``'s released count ≥ 4":
+    ``Pr[S | D′] = 1/(1+q)``, ``Pr[S | D] = q/(1+q)``, ``q = e^{−ε}``. (The
+    classes are post-processing of these counts.)
+    """
+    kw = dict(epsilon=epsilon, cell_m=100.0, domain=(0.0, 0.0, 400.0, 400.0), domain_crs=CRS, crs=CRS)
+    xs = np.array([150.0, 150.0, 150.0, 50.0, 350.0, 350.0, 250.0, 50.0])
+    ys = np.array([150.0, 150.0, 150.0, 50.0, 350.0, 50.0, 250.0, 350.0])
+    data = {"D": (xs, ys), "D'": (np.r_[xs, 150.0], np.r_[ys, 150.0])}
+    c = 1 * 4 + 1  # the cell (1, 1): x 100–200, y 100–200
+
+    def run(which, seeds):
+        x, y = data[which]
+        res = dpgeo.hotspots((x, y, CRS), seed=_next_seed(seeds), ledger=False, **kw)
+        return int(res.layer.loc[res.layer["cell_id"] == c, "dp_count_raw"].iloc[0])
+
+    def law(q):
+        return [(1 / (1 + q), q / (1 + q))]
+
+    q = math.exp(-epsilon)
+    return Scenario(
+        "end to end: hotspots on square cells", epsilon, n, run, [("released count of c >= 4", lambda v: v >= 4)],
+        {"correct": law(q), "release noise scale x1/2": law(q * q)},
+        "one record (1 point) in cell c: 3 vs 4 points",
+        make_source=lambda seed: itertools.count(seed * 1_000_003 + 7))
+
+
 def auto_spans(epsilon: float = 1.0, n: int = 1500, points: int = 40) -> Scenario:
     """Spans without a radius (``auto``): the noisy total and the histogram together, one record apart.
 
@@ -572,6 +648,8 @@ def all_scenarios() -> dict[str, Callable[[], Scenario]]:
         "e2e-cap": end_to_end_person_cap,
         "series": series_record,
         "series-person": series_person,
+        "e2e-heat": end_to_end_heat,
+        "e2e-hotspots": end_to_end_hotspots,
         "auto": auto_spans,
     }
 
@@ -725,6 +803,10 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
         "series cap counted per period":
             lambda: _patched(dpgeo.pipeline.series, "count_points",
                              functools.partial(_cap_per_period, _orig=dpgeo.pipeline.series.count_points)),
+        # the count release of the pipeline (heat layers, hot spots, spans) draws from the histogram it binds
+        "release noise scale x1/2":
+            lambda: _patched_everywhere((dpgeo.pipeline.dbscan,), "dense_histogram",
+                                        lambda o: _scale_epsilon(o, 2)),
     }
 
 

@@ -32,6 +32,8 @@ privthr-em                1900    1.8e-16     4.0e-07           no factor 2: 6.1
 e2e-cap                   125     1.1e-10     6.9e-09           sensitivity not scaled by K: 9.2e-07
 series                    700     4.1e-09     3.3e-07           periods overlap: 1.1e-06
 series-person             700     2.9e-21     2.6e-07           cap counted per period: 3.2e-08
+e2e-heat                  200     1.0e-10     1.3e-08           sensitivity not scaled by K: 4.3e-07
+e2e-hotspots              500     3.1e-10     6.6e-08           noise x1/2: 6.0e-07
 auto                      1500    7.4e-11     2.1e-07           histogram noise x1/2: 9.0e-07; total at the
                                                                 histogram's share: 2.0e-08
 ========================  ======  ==========  ================  ==============================================
@@ -72,6 +74,8 @@ INJECTED = {
     "e2e-cap": ["pipeline sensitivity not scaled by K"],
     "series": ["series periods overlap (a record in two releases)"],
     "series-person": ["series cap counted per period"],
+    "e2e-heat": ["pipeline sensitivity not scaled by K"],
+    "e2e-hotspots": ["release noise scale x1/2"],
     "auto": ["auto histogram noise scale x1/2", "auto total at the histogram's share"],
 }
 #: Scenarios whose full audit (1,400 end-to-end series runs, about a minute on a loaded machine) runs with

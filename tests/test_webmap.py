@@ -833,3 +833,85 @@ def test_series_png_has_one_panel_per_period(series, tmp_path):
     img = np.asarray(Image.open(path).convert("RGB")).astype(int)
     i = int(palette.colour_index(np.unique(series.layer["cluster_id"]))[0])
     assert _has_colour(img, _blend(palette.CLUSTER_COLOURS[i], (255, 255, 255)), tol=8)
+# -- heat layers and hot spots on the map -----------------------------------------------------
+
+def test_browser_draws_hot_spot_cells_in_their_classes(tmp_path, open_map):
+    """Every H3 cell is one path coloured by its gi_bin (the hot-spot palette); the legend lists the seven classes
+    with their counts, and a cell's popup names its class and its Gi* z-score."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = dpgeo.hotspots(str(SAMPLE_POINTS), epsilon=1.0, h3_resolution=8, domain=str(SAMPLE_AREA), seed=4)
+    path = tmp_path / "hot.html"
+    write_html(res.layer, path, res.metadata, basemap="none")
+    m = open_map(path)
+    assert m.page.locator("path.dp-cluster").count() == len(res.layer) > 100
+    cells = m.page.evaluate("window.dpgeoClusters.getLayers().map(l => [l.feature.properties.gi_bin, "
+                            "getComputedStyle(l._path).fill])")
+    for b, fill in cells:
+        assert fill == "rgb(%d, %d, %d)" % palette.hex_to_rgb(palette.HOTSPOT_COLOURS[b])
+    legend = m.page.inner_text("#dpgeo-legend")
+    for b, label in palette.HOTSPOT_LABELS.items():
+        assert f"{label} ({int((res.layer['gi_bin'] == b).sum()):,})" in legend
+    hot = m.page.evaluate("""() => {
+        for (const l of window.dpgeoClusters.getLayers()) {
+            if (l.feature.properties.gi_bin !== 3) continue;
+            const r = l._path.getBoundingClientRect();
+            const x = r.left + r.width / 2, y = r.top + r.height / 2;
+            if (document.elementFromPoint(x, y) === l._path) return [x, y];
+        }
+        return null;
+    }""")
+    assert hot is not None
+    m.page.mouse.click(*hot)
+    m.page.wait_for_selector(".leaflet-popup-content .dp-popup", timeout=5000)
+    text = m.page.inner_text(".leaflet-popup-content")
+    assert "hot spot 99%" in text and "Gi* z" in text and "dp_count" in text
+    assert m.other_requests() == [] and m.errors == []
+
+
+def test_browser_draws_h3_hexagons_far_north_and_a_count_legend(tmp_path, open_map):
+    """At 70° N (Tromsø) every hexagon is drawn as one six-sided path, near-regular on the web map's
+    Mercator, and the legend gives the dp_count classes of the library's palette."""
+    rng = np.random.default_rng(6)
+    lon, lat = rng.normal(18.95, 0.02, 4000), rng.normal(69.65, 0.008, 4000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=1.0, h3_resolution=8, domain=(18.85, 69.6, 19.05, 69.7),
+                         seed=2)
+    path = tmp_path / "north.html"
+    write_html(res.layer, path, res.metadata, basemap="none")
+    m = open_map(path)
+    assert m.page.locator("path.dp-cluster").count() == len(res.layer) > 20
+    shapes = m.page.evaluate("window.dpgeoClusters.getLayers().map(l => [l._path.getAttribute('d'), "
+                             "l._path.getBBox().width, l._path.getBBox().height])")
+    for d, w, h in shapes:
+        assert len(re.findall("[Ll]", d)) == 5 and len(re.findall("[Mm]", d)) == 1  # one ring of six corners
+        assert 0.8 < w / h < 1.3  # Mercator is conformal: the hexagon keeps its shape
+    lower, upper, _ = palette.count_classes(res.layer["dp_count"].to_numpy())
+    legend = m.page.inner_text("#dpgeo-legend")
+    for a, b in zip(lower.tolist(), upper.tolist()):
+        assert (f"dp_count {a:,}" if a == b else f"dp_count {a:,}–{b:,}") in legend
+    assert m.errors == []
+
+
+def test_png_of_hot_spots_and_bands_uses_their_palettes(tmp_path):
+    """The PNG fills hot-spot cells with the hot-spot palette and bands with the sequential one (the same
+    colours as the HTML map and QGIS), over white."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hot = dpgeo.hotspots(str(SAMPLE_POINTS), epsilon=1.0, cell_m=300.0, domain=str(SAMPLE_AREA), seed=4)
+        bands = dpgeo.heat(str(SAMPLE_POINTS), epsilon=1.0, h3_resolution=9, bands=4, domain=str(SAMPLE_AREA),
+                           seed=4)
+    img = np.asarray(Image.open(write_png(hot.layer, tmp_path / "hot.png", hot.metadata)).convert("RGB"))
+    for b in (3, 0, -2):
+        assert (hot.layer["gi_bin"] == b).sum() > 3
+        assert _has_colour(img, _blend(palette.HOTSPOT_COLOURS[b], (255, 255, 255), palette.CELL_FILL_OPACITY),
+                           tol=8), b
+    img = np.asarray(Image.open(write_png(bands.layer, tmp_path / "bands.png", bands.metadata)).convert("RGB"))
+    idx = palette.band_colour(bands.layer["band"].to_numpy(), len(bands.layer))
+    for i in idx:
+        assert _has_colour(img, _blend(palette.SEQUENTIAL_COLOURS[i], (255, 255, 255), palette.CELL_FILL_OPACITY),
+                           tol=8), i
+    assert read_layer_metadata(tmp_path / "bands.png")["bands"] == len(bands.layer)

@@ -141,7 +141,8 @@ def report_run(res, args, paths):
         file=sys.stderr,
     )
     periods = md.get("periods")
-    what = f"{len(periods)} periods, {len(res.layer)} features" if periods is not None else f"{len(res.layer)} clusters"
+    noun = "clusters" if "cluster_id" in res.layer.columns else "features"  # cells, bands of a heat layer
+    what = f"{len(periods)} periods, {len(res.layer)} features" if periods is not None else f"{len(res.layer)} {noun}"
     print(f"wrote {', '.join(map(str, paths))}: {what}; epsilon={eps}; "
           f"differentially_private={private}", file=sys.stderr)
     _report_privacy(res)

@@ -68,6 +68,11 @@ class _Projector:
         return tr.transform(x, y, errcheck=False)
 
 
+def _point_crs(grid):
+    """The CRS a grid's cells take points in: the working CRS (square cells) or lon/lat (H3 cells)."""
+    return getattr(grid, "point_crs", None) or grid.area.crs
+
+
 def _cells_of_batch(b, grid, project, *, with_person, with_xy):
     """The cells of a batch's points inside the study area; for a series, ids of (period, cell) pairs.
 
@@ -110,7 +115,7 @@ def stream_cells(source: PointSource, grid: Grid, *, with_person=False, with_xy=
     closed and the threads stopped when the caller stops early (an error, a
     cancelled progress callback, Ctrl-C).
     """
-    project = _Projector(source.crs, grid.area.crs)
+    project = _Projector(source.crs, _point_crs(grid))
     grid._cell_classes()  # build the cell lookup once, before the threads share it
     batches = iter(source.batches())
     pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpgeo-count")
@@ -236,7 +241,7 @@ class _SwapProbe:
         self.grid = grid
         self.n = self.n_in = 0
         if self.on:
-            self.project = _Projector(source.crs, grid.area.crs)
+            self.project = _Projector(source.crs, _point_crs(grid))
 
     def add(self, b):
         if not self.on or self.n >= _SWAP_PROBE_POINTS or not b.x.size:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 from pyproj import CRS
 
 from ..errors import InputError, OutputError
@@ -110,6 +111,10 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         write_png(gdf, path, metadata, crs=crs, title=title)
     else:
         out = gdf if crs is None else gdf.to_crs(crs)
+        if crs is not None and out.crs is not None and out.crs.is_geographic:  # no polygon across the world
+            from .geojson import split_antimeridian
+
+            out = out.set_geometry(split_antimeridian(np.asarray(out.geometry.values)), crs=out.crs)
         name = layer or os.path.splitext(os.path.basename(path))[0]
         meta_json = json.dumps(metadata, separators=(",", ":"))
         summary = (

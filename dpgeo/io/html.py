@@ -113,8 +113,9 @@ _APP_JS = r"""
     var box = document.createElement("div");
     box.className = "dp-popup";
     var head = document.createElement("strong");
-    head.textContent = (p.cluster_id === undefined && p.cell_id !== undefined ? "Cell " + fmt(p.cell_id)
-                        : "Cluster " + fmt(p.cluster_id)) + (p.period ? " \u2014 " + p.period : "");
+    head.textContent = (p.hotspot ? p.hotspot : p.h3 ? "H3 cell " + p.h3 : p.band !== undefined ? "Band " + fmt(p.band)
+      : p.cluster_id !== undefined ? "Cluster " + fmt(p.cluster_id) : "Cell " + fmt(p.cell_id)) +
+      (p.period ? " \u2014 " + p.period : "");
     box.appendChild(head);
     var table = document.createElement("table");
     function row(k, v, cls) {
@@ -132,6 +133,7 @@ _APP_JS = r"""
       row("95% interval", (p.dp_count_low === null || p.dp_count_low === undefined) ? cfg.noInterval
           : fmt(p.dp_count_low) + " \u2013 " + fmt(p.dp_count_high), "dp-interval");
     }
+    if (p.gi_z !== undefined) { row("Gi* z", Number(p.gi_z).toFixed(2)); row("p", Number(p.gi_p).toPrecision(3)); }
     if (p.n_cells !== undefined) {
       row("cells", fmt(p.n_cells) + (cfg.cellWidth ? " of " + cfg.cellWidth + " \u00d7 " + cfg.cellWidth + " m" : ""));
     }
@@ -214,8 +216,8 @@ _APP_JS = r"""
       this._layers[L.stamp(layer)] = layer;
     }
   }))();
-  var clusters = L.featureGroup(release.features.map(function (f) {
-    var i = cfg.colourOf[String(f.properties.cluster_id)] || 0;
+  var clusters = L.featureGroup(release.features.map(function (f, k) {
+    var i = cfg.featureColour ? cfg.featureColour[k] : (cfg.colourOf[String(f.properties.cluster_id)] || 0);
     return new ClusterShape(f, {renderer: renderer, weight: cfg.weight, className: "dp-cluster dp-c" + i});
   }));
   clusters.bindPopup(function (layer) { return popup(layer.feature.properties); });
@@ -278,13 +280,14 @@ html, body { margin: 0; height: 100%; font: 13px/1.35 system-ui, -apple-system, 
 """.replace("SMALL_SCREEN", SMALL_SCREEN)
 
 
-def _palette_css() -> str:
-    """CSS of the cluster paths: the shared style and one class per palette colour."""
-    rules = [f".dp-cluster {{ fill-opacity: {palette.FILL_OPACITY:.4f}; stroke-opacity: 1; "
-             f"stroke-width: {palette.OUTLINE_WIDTH_MM * _PX_PER_MM:.2f}px; stroke-linecap: round; "
+def _palette_css(fills=palette.CLUSTER_COLOURS, outlines=palette.OUTLINE_COLOURS, *, opacity=palette.FILL_OPACITY,
+                 width_mm=palette.OUTLINE_WIDTH_MM) -> str:
+    """CSS of the feature paths: the shared style and one class per palette colour."""
+    rules = [f".dp-cluster {{ fill-opacity: {opacity:.4f}; stroke-opacity: 1; "
+             f"stroke-width: {width_mm * _PX_PER_MM:.2f}px; stroke-linecap: round; "
              "stroke-linejoin: round; fill-rule: evenodd; }"]
     rules += [f".dp-c{i} {{ fill: {f}; stroke: {o}; }}"
-              for i, (f, o) in enumerate(zip(palette.CLUSTER_COLOURS, palette.OUTLINE_COLOURS))]
+              for i, (f, o) in enumerate(zip(fills, outlines))]
     return "\n".join(rules) + "\n"
 
 
@@ -356,6 +359,20 @@ def study_area_outline(metadata: dict, crs="EPSG:4326"):
 
 
 # -- the page ---------------------------------------------------------------------------
+
+def _style_legend_html(fills, outlines, legend, title, area_kind, n_total, heading) -> str:
+    """The legend of a layer coloured by what its features hold (counts, bands, hot-spot classes)."""
+    rows = [f'<div class="dp-legend-row"><span class="dp-swatch" style="background:{fills[i]}'
+            f'{int(palette.FILL_ALPHA):02x};border-color:{outlines[i]}"></span>{_esc(label)}</div>'
+            for i, label in legend[:MAX_LEGEND_ROWS]]
+    if area_kind:
+        rows.append(f'<div class="dp-legend-row"><span class="dp-swatch-area" '
+                    f'style="border-color:{palette.STUDY_AREA_COLOUR}"></span>study area ({_esc(area_kind)})</div>')
+    note = '<div class="dp-legend-note">Click a feature for its 95% interval.</div>' if n_total else ""
+    return (f'<details id="dpgeo-legend" class="dp-panel" open><summary><h1 class="dp-title">{_esc(heading)}</h1>'
+            f'<span class="dp-legend-title">{_esc(title)} ({n_total:,} features)</span></summary>'
+            + "".join(rows) + note + "</details>")
+
 
 def _legend_html(cluster_ids, counts, area_kind, n_total, heading) -> str:
     rows = []
@@ -438,6 +455,7 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
     ids = np.array([p.get("cluster_id", 0) for p in props]) if props else np.zeros(0, int)
     idx = palette.colour_index(ids) if ids.size else np.zeros(0, int)
     colour_of = {str(k): int(i) for k, i in zip(ids.tolist(), idx.tolist())}
+    fills, outlines, fidx, legend, legend_title = palette.layer_style(gdf)
     counts = [p.get("dp_count") for p in props]
 
     area, area_kind = study_area_outline(md)
@@ -450,7 +468,7 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         b = None
     if b is not None and np.isfinite(b).all():
         bounds = [[b[1], b[0]], [b[3], b[2]]]
-    series = series_config(md)
+    series = series_config(md, clusters=legend is None, legend_title=legend_title)
     labels = []
     value = "dp_total" if "dp_total" in gdf else "dp_count"
     n_frames = len(series["periods"]) if series else 1
@@ -464,8 +482,10 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
 
     interval = md.get("dp_count_interval")
     cfg = {
-        "weight": round(palette.OUTLINE_WIDTH_MM * _PX_PER_MM, 2),
+        "weight": round((palette.OUTLINE_WIDTH_MM if legend is None else palette.CELL_OUTLINE_WIDTH_MM)
+                        * _PX_PER_MM, 2),
         "colourOf": colour_of,
+        "featureColour": None if legend is None else [int(i) for i in fidx],
         "studyArea": None if area is None else json.loads(_geom_json(area)),
         "studyAreaColour": palette.STUDY_AREA_COLOUR,
         "bounds": bounds,
@@ -498,15 +518,19 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         f"<title>{_esc(page_title)} — dpgeo map</title>\n",
         f"<!-- Leaflet {_esc(v.get('version', ''))} ({_esc(v.get('license', ''))}), inlined below under its licence:\n",
         licence, "-->\n",
-        "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS, _palette_css(), SERIES_CSS if series else "",
+        "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS,
+        _palette_css(fills, outlines) if legend is None else
+        _palette_css(fills, outlines, opacity=palette.CELL_FILL_OPACITY, width_mm=palette.CELL_OUTLINE_WIDTH_MM),
+        SERIES_CSS if series else "",
         "</style>\n</head>\n<body>\n",
         '<div id="map"></div>\n',
         "<noscript><p>This map needs JavaScript. The clusters and their privacy metadata are in the "
         "GeoJSON inside this file (element dpgeo-layer).</p></noscript>\n",
         _privacy_html(md), "\n",
-        (series_legend_html(props, page_title, area_kind, palette.STUDY_AREA_COLOUR) + "\n" +
-         series_controls_html(series) if series else
-         _legend_html(ids.tolist(), counts, area_kind, len(props), page_title)), "\n",
+        (series_legend_html(props, page_title, area_kind, palette.STUDY_AREA_COLOUR) if series and legend is None
+         else _legend_html(ids.tolist(), counts, area_kind, len(props), page_title) if legend is None else
+         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title)),
+        ("\n" + series_controls_html(series)) if series else "", "\n",
         '<script type="application/json" id="dpgeo-layer">', _json_data(fc), "</script>\n",
         '<script type="application/json" id="dpgeo-config">', _json_data(cfg), "</script>\n",
         "<script>", v["js"], "</script>\n",

@@ -61,8 +61,9 @@ SERIES_JS = r"""
       if (v !== undefined) { n += 1; }
     });
     legendTitle.textContent = s.cumulative ? layers.length + " cells with a running total above its 95% bound, " +
-      "to the end of " + p.label : (n === 0 ? "No clusters" : n + " cluster" + (n === 1 ? "" : "s")) + " in " +
-      p.label + (n ? ": dp_count" : "");
+      "to the end of " + p.label : !s.clusters ? s.legendTitle + " (" + layers.length + " features in " + p.label +
+      ")" : (n === 0 ? "No clusters" : n + " cluster" + (n === 1 ? "" : "s")) + " in " + p.label +
+      (n ? ": dp_count" : "");
     document.documentElement.setAttribute("data-dpgeo-period", p.label);
   }
   function stop() {
@@ -96,8 +97,11 @@ def _esc(v) -> str:
     return html.escape(str(v), quote=True)
 
 
-def series_config(metadata) -> dict | None:
-    """The slider's configuration from a series' metadata (its ``periods``), or None for a single release."""
+def series_config(metadata, clusters=True, legend_title="") -> dict | None:
+    """The slider's configuration from a series' metadata (its ``periods``), or None for a single release.
+
+    ``clusters``: the layer's features are clusters (their legend lists each cluster's count in the period
+    shown); else cells or bands, whose legend (``legend_title``) stays as it is."""
     periods = (metadata or {}).get("periods")
     if not isinstance(periods, list) or not periods or not isinstance(metadata.get("series"), dict):
         return None
@@ -105,7 +109,8 @@ def series_config(metadata) -> dict | None:
     for p in periods:
         start, end = str(p.get("period_start", "")), str(p.get("period_end", ""))
         out.append({"label": str(p.get("label")), "range": f"{start[:10]} to {end[:10]}, end excluded"})
-    return {"periods": out, "frameMs": FRAME_MS, "cumulative": bool(metadata["series"].get("cumulative"))}
+    return {"periods": out, "frameMs": FRAME_MS, "cumulative": bool(metadata["series"].get("cumulative")),
+            "clusters": bool(clusters), "legendTitle": str(legend_title or "")}
 
 
 def series_controls_html(cfg) -> str:

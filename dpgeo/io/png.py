@@ -103,14 +103,16 @@ def _figure(gdf, metadata, crs, width_in, title):
     ax.set_axis_off()
 
     ids = layer["cluster_id"].to_numpy() if "cluster_id" in layer and len(layer) else np.zeros(0, int)
-    idx = palette.colour_index(ids) if ids.size else np.zeros(0, int)
+    fills, outlines, idx, style_legend, style_title = palette.layer_style(layer)
     width_pt = palette.OUTLINE_WIDTH_MM * _PT_PER_MM
+    fill_opacity = palette.FILL_OPACITY if style_legend is None else palette.CELL_FILL_OPACITY
+    line_pt = width_pt if style_legend is None else palette.CELL_OUTLINE_WIDTH_MM * _PT_PER_MM
     for geom, i in zip(layer.geometry.values if len(layer) else [], idx):
         path = None if geom is None or geom.is_empty else _path_of(geom)
         if path is None:
             continue
-        ax.add_patch(PathPatch(path, facecolor=to_rgba(palette.CLUSTER_COLOURS[i], palette.FILL_OPACITY),
-                               edgecolor=palette.OUTLINE_COLOURS[i], lw=width_pt, joinstyle="miter"))
+        ax.add_patch(PathPatch(path, facecolor=to_rgba(fills[i], fill_opacity), edgecolor=outlines[i],
+                               lw=line_pt, joinstyle="miter"))
     if area is not None:
         for poly in getattr(area, "geoms", [area]):
             if poly.geom_type == "Polygon":
@@ -139,15 +141,16 @@ def _figure(gdf, metadata, crs, width_in, title):
                     ha="left", va="center", fontsize=7)
 
     # legend
-    order = np.argsort(ids, kind="stable")
-    handles = []
+    order = np.argsort(ids, kind="stable") if style_legend is None else np.zeros(0, int)
+    handles = [Patch(facecolor=to_rgba(fills[i], fill_opacity), edgecolor=outlines[i], lw=width_pt, label=label)
+               for i, label in (style_legend or [])[:MAX_LEGEND_ROWS]]
     for j in order[:MAX_LEGEND_ROWS]:
         i = int(idx[j])
         c = layer["dp_count"].iloc[j] if "dp_count" in layer else None
         handles.append(Patch(facecolor=to_rgba(palette.CLUSTER_COLOURS[i], palette.FILL_OPACITY),
                              edgecolor=palette.OUTLINE_COLOURS[i], lw=width_pt,
                              label=f"cluster {ids[j]}: {c if c is not None else 'n/a'}"))
-    more = len(ids) - len(handles)
+    more = len(ids) - len(handles) if style_legend is None else 0
     if more:
         handles.append(Patch(facecolor="none", edgecolor="none",
                              label=f"… and {more:,} more (colours repeat every {len(palette.CLUSTER_COLOURS)})"))
@@ -156,6 +159,8 @@ def _figure(gdf, metadata, crs, width_in, title):
                               label=f"study area ({area_kind})"))
     n = len(ids)
     leg_title = "No clusters" if n == 0 else f"{n:,} cluster{'s' if n != 1 else ''}: dp_count"
+    if style_legend is not None:
+        leg_title = f"{style_title} ({len(layer):,} features)"
     fig.legend(handles=handles, title=leg_title, loc="upper left", fontsize=7.5, title_fontsize=8.5,
                bbox_to_anchor=(0.04 + map_w / width_in, 1 - 0.35 / (map_h + 1.9)), frameon=False,
                alignment="left")

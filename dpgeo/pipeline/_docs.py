@@ -123,7 +123,8 @@ def param_doc(p) -> tuple[str, str]:
     if p.range_text() and p.kind in ("number", "integer"):
         extra.append(f"Range: {p.range_text()}.")
     if not p.required:
-        extra.append("Default: automatic (see above)." if p.default is None else f"Default: ``{p.default!r}``.")
+        extra.append((f"Default: {p.none_means} (see above)." if p.none_means == "automatic" else
+                      f"Default: {p.none_means}.") if p.default is None else f"Default: ``{p.default!r}``.")
     return typ, " ".join([p.help, *extra])
 
 

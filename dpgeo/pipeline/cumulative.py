@@ -141,4 +141,5 @@ def _totals_layer(grid, universe, totals, half, nodes):
     v = totals[keep]
     return gpd.GeoDataFrame({"cell_id": ids, "dp_total": v, "dp_total_low": np.maximum(v - half, 0),
                              "dp_total_high": v + half, "n_tree_nodes": np.full(ids.size, nodes, dtype=np.int64)},
-                            geometry=grid.cell_boxes(ids), crs=grid.area.crs)
+                            geometry=grid.cell_boxes(ids) if hasattr(grid, "cell_boxes") else grid.polygons(ids),
+                            crs=grid.area.crs)

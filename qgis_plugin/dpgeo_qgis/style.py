@@ -1,8 +1,15 @@
-"""Default style of a dpgeo cluster layer.
+"""Default styles of the layers dpgeo writes, by name (a mechanism's ``style``).
 
-One colour per cluster (categorised on ``cluster_id``), a semi-transparent
-fill so the base map stays readable, and the noisy count ``dp_count`` as
-label. The colours, fill opacity and outline width are the library's
+* ``clusters``: one colour per cluster (categorised on ``cluster_id``), a
+  semi-transparent fill so the base map stays readable, and the noisy count
+  ``dp_count`` as label.
+* ``heat``: count layers graduated on ``dp_count`` in classes of about equal
+  numbers of cells; density bands categorised on ``band`` (a sequential
+  palette, low to high).
+* ``hotspots``: the classic seven-class hot-spot palette on ``gi_bin`` (red hot
+  spots, blue cold spots at 99/95/90%, a pale grey for not significant).
+
+The colours, classes, fill opacity and outline width are the library's
 (:mod:`dpgeo.io.palette`), so a layer looks the same in QGIS as on the HTML
 map and the PNG dpgeo writes.
 """
@@ -11,9 +18,12 @@ from __future__ import annotations
 
 from qgis.core import (
     QgsCategorizedSymbolRenderer,
+    QgsFeatureRequest,
     QgsFillSymbol,
+    QgsGraduatedSymbolRenderer,
     QgsPalLayerSettings,
     QgsRendererCategory,
+    QgsRendererRange,
     QgsTextBufferSettings,
     QgsTextFormat,
     QgsVectorLayerSimpleLabeling,
@@ -22,7 +32,8 @@ from qgis.PyQt.QtGui import QColor, QFont
 
 from .deps import import_dpgeo
 
-__all__ = ["style_cluster_layer", "style_layer", "STYLES", "palette", "set_series_time"]
+__all__ = ["style_cluster_layer", "style_heat_layer", "style_hotspot_layer", "style_layer", "STYLES", "palette",
+           "set_series_time"]
 
 
 def palette():
@@ -85,8 +96,70 @@ def style_cluster_layer(layer) -> bool:
     return True
 
 
+def _cell_symbol(pal, fill: str) -> QgsFillSymbol:
+    c = QColor(fill)
+    o = QColor(fill).darker(130)  # as the library's outlines (palette._darker)
+    return QgsFillSymbol.createSimple({
+        "color": f"{c.red()},{c.green()},{c.blue()},{pal.CELL_FILL_ALPHA}",
+        "outline_color": f"{o.red()},{o.green()},{o.blue()},255",
+        "outline_width": f"{pal.CELL_OUTLINE_WIDTH_MM:g}",
+        "outline_width_unit": "MM",
+    })
+
+
+def _values(layer, field: str) -> list:
+    """Every value of ``field`` (no geometry read)."""
+    idx = layer.fields().indexOf(field)
+    req = QgsFeatureRequest().setFlags(QgsFeatureRequest.NoGeometry).setSubsetOfAttributes([idx])
+    return [f[idx] for f in layer.getFeatures(req) if f[idx] is not None and f[idx] == f[idx]]
+
+
+def style_heat_layer(layer) -> bool:
+    """Density bands: categorised on ``band``; cells: graduated on ``dp_count`` (the library's classes).
+
+    Falls back to the hot-spot or cluster style for a layer that holds those.
+    """
+    fields = layer.fields()
+    if fields.indexOf("gi_bin") >= 0:
+        return style_hotspot_layer(layer)
+    pal = palette()
+    if fields.indexOf("band") >= 0:
+        bands = sorted({int(v) for v in _values(layer, "band")})
+        colour = pal.band_colour(bands, max(bands) if bands else 1).tolist()
+        cats = [QgsRendererCategory(b, _cell_symbol(pal, pal.SEQUENTIAL_COLOURS[i]), f"band {b}")
+                for b, i in zip(bands, colour)]
+        renderer = QgsCategorizedSymbolRenderer("band", cats)
+    elif fields.indexOf("dp_count") >= 0:
+        lower, upper, _ = pal.count_classes(_values(layer, "dp_count"))
+        # integer classes lower ≤ v ≤ upper; QGIS ranges include their upper end
+        ranges = [QgsRendererRange(lo - 0.5, hi + 0.5, _cell_symbol(pal, pal.SEQUENTIAL_COLOURS[i]),
+                                   f"{lo:,}" if lo == hi else f"{lo:,} – {hi:,}")
+                  for i, (lo, hi) in enumerate(zip(lower.tolist(), upper.tolist()))]
+        renderer = QgsGraduatedSymbolRenderer("dp_count", ranges)
+        renderer.setSourceSymbol(_cell_symbol(pal, pal.SEQUENTIAL_COLOURS[0]))
+    else:
+        return style_cluster_layer(layer)
+    layer.setRenderer(renderer)
+    layer.setLabelsEnabled(False)
+    layer.triggerRepaint()
+    return True
+
+
+def style_hotspot_layer(layer) -> bool:
+    """The seven hot-spot classes on ``gi_bin`` (3 … -3), labelled as the layer's ``hotspot`` attribute."""
+    if layer.fields().indexOf("gi_bin") < 0:
+        return style_heat_layer(layer) if layer.fields().indexOf("dp_count") >= 0 else False
+    pal = palette()
+    cats = [QgsRendererCategory(k, _cell_symbol(pal, pal.HOTSPOT_COLOURS[k]), pal.HOTSPOT_LABELS[k])
+            for k in range(3, -4, -1)]
+    layer.setRenderer(QgsCategorizedSymbolRenderer("gi_bin", cats))
+    layer.setLabelsEnabled(False)
+    layer.triggerRepaint()
+    return True
+
+
 #: The styles a mechanism's declaration may name (``Mechanism.style``), by name.
-STYLES = {"clusters": style_cluster_layer}
+STYLES = {"clusters": style_cluster_layer, "heat": style_heat_layer, "hotspots": style_hotspot_layer}
 
 
 def set_series_time(layer) -> bool:
