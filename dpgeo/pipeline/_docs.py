@@ -155,6 +155,46 @@ def _full_signature(func, mech):
     return sig.replace(parameters=own + extra)
 
 
+#: The keywords of a map series (``pipeline/series.py``), which every entry point of a mechanism that reads data
+#: takes, whether or not its function names them.
+_SERIES_KEYS = ("time", "period", "period_start", "period_end", "timezone", "time_format", "person_accounting",
+                "append", "cumulative")
+
+
+def _with_series(target, mech):
+    """``target`` taking the series keywords it does not name: given any, the run goes to the one pipeline with the
+    function's own arguments and them (a series needs no code in the entry point); otherwise ``target`` runs."""
+    sig = inspect.signature(target)
+    missing = [k for k in _SERIES_KEYS if k not in sig.parameters]
+    if not missing or mech.reads is None:
+        return target
+    params = list(sig.parameters.values())
+    tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+    head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    full = sig.replace(parameters=head + [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY,
+                                                            default=COMMON_DEFAULTS[k]) for k in missing] + tail)
+
+    @functools.wraps(target)
+    def with_series(*args, **kwargs):
+        series = {k: kwargs.pop(k) for k in missing if k in kwargs}
+        from .series import is_series
+
+        if not is_series(series):
+            return target(*args, **kwargs)
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        for p in tail:
+            values.update(values.pop(p.name, {}))
+        values.update(series)
+        from .run import run_release
+
+        return run_release(mech, values.pop(next(iter(sig.parameters))), values)
+
+    with_series.__signature__ = full
+    return with_series
+
+
 def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata and the owner's diagnostics."):
     """Decorator: the entry point of ``mech``, its Parameters section generated and its signature checked.
 
@@ -162,6 +202,9 @@ def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata a
     shared ones (:data:`COMMON_DOCS`) as ``**common``: its signature (what
     :func:`inspect.signature` and ``help()`` show) then lists them all, with
     their defaults, and an unknown keyword is refused as by any function.
+    The keywords of a map series (``time=``, ``period=``, ...) are added to
+    every entry point of a mechanism that reads data, whether or not its
+    function names them.
     """
 
     def decorate(func):
@@ -177,6 +220,7 @@ def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata a
             target = wrapper
         else:
             target = func
+        target = _with_series(target, mech)
         sig = inspect.signature(target)
         declared = {p.name: p for p in mech.params if "api" in p.fronts}
         for name, p in declared.items():

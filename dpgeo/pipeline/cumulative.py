@@ -101,7 +101,8 @@ def run_cumulative(mech, points, values, *, p, epsilon, c, so, v, composition, u
                            mechanism="running totals of cell counts (binary-tree mechanism, Chan, Shi & Song 2011)",
                            epsilon=epsilon, area=grid.area, source=source, sensitivity=c.sensitivity,
                            person=c.person, cap=c.cap)
-        md.update(grid=grid.to_metadata(), cell_width_m=grid.cell_m, n_cells=grid.n_cells, tree_levels=levels,
+        md.update(grid=grid.to_metadata(), cell_width_m=getattr(grid, "cell_m", None), n_cells=grid.n_cells,
+                  tree_levels=levels,
                   noise="discrete Laplace (two-sided geometric) on every tree node",
                   noise_q=tree.q, node_sensitivity=c.sensitivity * levels,
                   shown_cells="cells whose running total's 95% interval lies above 0",
