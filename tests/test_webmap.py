@@ -783,7 +783,7 @@ def series():
 
 
 def test_series_html_has_a_time_slider_that_shows_one_period_at_a_time(series, tmp_path, open_map):
-    path = series.to_file(tmp_path / "series.html", basemap="none")
+    series.to_file(tmp_path / "series.html", basemap="none")
     m = open_map(tmp_path / "series.html")
     assert m.errors == [] and m.page.evaluate("window.cspViolations") == [] and m.other_requests() == []
     per = series.layer.groupby("period").size().to_dict()

@@ -87,7 +87,8 @@ def collection_document(rec, base: str) -> dict:
     md = rec.get("metadata", {})
     extent = {"spatial": {"bbox": [rec["bbox"]], "crs": CRS84}}
     if rec.get("interval"):  # a map series: its public time span; items filter on it with datetime=
-        extent["temporal"] = {"interval": [rec["interval"]], "trs": "http://www.opengis.net/def/uom/ISO-8601/0/Gregorian"}
+        extent["temporal"] = {"interval": [rec["interval"]],
+                              "trs": "http://www.opengis.net/def/uom/ISO-8601/0/Gregorian"}
         if rec.get("series_id") and rec["series_id"] != cid:
             links.append({"href": f"{base}/collections/{rec['series_id']}", "rel": "predecessor-version",
                           "type": "application/json", "title": "the series as first published"})
