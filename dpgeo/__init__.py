@@ -7,6 +7,7 @@ listed above it)::
     domain        public study area and working CRS (metres)
     grid          square cells over the study area, neighbourhoods
     h3cells       H3 hexagon cells over the study area (_h3math: the H3 lattice in numpy)
+    periods       the public periods of a map series (day … year, between public bounds, in a time zone)
     formats       file formats and GDAL engines (for counting/ and io/)
     randomness    NoiseSource: ChaCha20 keyed from the OS's CSPRNG (a test seed marks output not private)
     counting/     the private side: point layers in, projected, snapped to cells
@@ -23,6 +24,7 @@ listed above it)::
     io/           release files: GeoPackage, GeoJSON, HTML map, PNG (+ metadata back in)
     budget/       the persistent privacy-budget ledger (SQLite), one per organisation
     release       Release: one charge, one layer + metadata, written to any number of files
+    series        SeriesRelease: one release per period as one time-enabled layer, cluster ids that persist
     pipeline/     the public entry points: validate → count → charge → mechanism → layer
                   (dbscan_spans, wavecluster, noise_preview; kmeans; heat, hotspots in pipeline/heat)
     evaluation    utility measures against a reference (owner only: not private)
@@ -58,6 +60,7 @@ from .pipeline import dbscan_spans, noise_preview, wavecluster
 from .pipeline.kmeans import kmeans
 from .pipeline.heat import heat, hotspots
 from .release import ClusterLayer, Release, read_release
+from .series import SeriesRelease
 
 __all__ = [
     "__version__",
@@ -68,6 +71,7 @@ __all__ = [
     "hotspots",
     "noise_preview",
     "Release",
+    "SeriesRelease",
     "ClusterLayer",
     "read_release",
     "StudyArea",

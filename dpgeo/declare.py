@@ -408,6 +408,20 @@ class Mechanism:
         """
         return {}
 
+    def linear_in_contribution(self, grid, p: Values, c) -> bool:
+        """Whether a run with contribution bound ``s`` (``c.sensitivity``: K per person, or c per record) is
+        ``ε/s``-DP for adding or removing **one point**: every noisy quantity it releases is calibrated to a
+        sensitivity that is exactly ``s`` times that of one point.
+
+        A series that caps each person's points over all its periods in one
+        pass (``person_accounting="series"``) costs ε once only for such a
+        mechanism: a person's ``K`` points, however they fall into the periods,
+        then cost ``ε`` together (docs/privacy.md §6, "Series"). The default is
+        False (conservative): such a series is refused, and per-period caps
+        (``person_accounting="period"``) remain.
+        """
+        return False
+
     def count_options(self, p: Values) -> dict:
         """Extra arguments of :func:`dpgeo.counting.count_points` (``recountable``, ``keep_points``)."""
         return {}

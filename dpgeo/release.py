@@ -192,6 +192,10 @@ class Charge:
         if self.published is not None:
             md["dataset"] = self.published
         r = self.reservation
+        if r is not None and r.series_id is not None:
+            md["series_id"] = r.series_id
+            md["charged_epsilon"] = float(r.cost_epsilon)
+            md["charged_epsilon_exact"] = format_exact(r.cost_epsilon)
         if r is not None:
             md["dataset_spent_epsilon"] = float(r.spent_epsilon)
             md["dataset_spent_epsilon_exact"] = format_exact(r.spent_epsilon)
@@ -214,7 +218,7 @@ class Charge:
 
 
 def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, analyst=None, private=True,
-                 unattended=False, stacklevel=3) -> Charge:
+                 unattended=False, stacklevel=3, series=None) -> Charge:
     """Reserve the release's ε in the dataset's ledger, before any private data is read.
 
     Parameters
@@ -244,6 +248,10 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         (``dpgeo.owner``), never to a warning (stderr).
     stacklevel : int
         Where a warning about an unnamed dataset points (the caller of the caller, by default).
+    series : dict, optional
+        A series (:func:`dpgeo.pipeline.series.run_series`): ``periods`` (``[(start, end, label)]``),
+        ``composition`` and ``unit``, and ``append`` (the id of the series its periods are appended to,
+        or None). See :meth:`dpgeo.budget.Ledger.reserve` and :meth:`~dpgeo.budget.Ledger.append_periods`.
 
     Raises
     ------
@@ -267,7 +275,16 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         choice = DatasetChoice(IN_MEMORY_DATASET, None, ((_in_memory_note(), False),))
     else:
         choice = DatasetChoice(dataset, dataset)
-    reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst)
+    if series is not None and series.get("append"):
+        reservation = book.append_periods(series["append"], dataset=choice.key, periods=series["periods"],
+                                          epsilon=epsilon, delta=delta, composition=series["composition"],
+                                          unit=series["unit"], analyst=analyst)
+    elif series is not None:
+        reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst,
+                                   periods=series["periods"], composition=series["composition"],
+                                   unit=series["unit"])
+    else:
+        reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst)
     notes = list(choice.notes)
     unnamed_file = choice.published is None and _is_path(points)  # its resolution note says it already
     if reservation.total_epsilon is None and not unnamed_file:

@@ -767,6 +767,72 @@ def test_firefox_opens_the_map(private, tmp_path):
         assert _has_colour(img, _blend(c, MAP_BG), tol=8), c
 
 
+# -- a map series: the time slider and the small multiples -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def series():
+    """A monthly series of the sample (three months of 2017; marked NOT private: fixed seed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = dpgeo.read_points(SAMPLE_POINTS)
+        rng = np.random.default_rng(5)
+        month = rng.integers(0, 3, t.x.size)  # the sample has no time column: months at random
+        times = np.array(["2017-01-15", "2017-02-15", "2017-03-15"])[month]
+        return dpgeo.dbscan_spans((t.x, t.y, t.crs), seed=3, time=times, period="month", period_start="2017-01-01",
+                                  period_end="2017-05-01", **SPANS)
+
+
+def test_series_html_has_a_time_slider_that_shows_one_period_at_a_time(series, tmp_path, open_map):
+    series.to_file(tmp_path / "series.html", basemap="none")
+    m = open_map(tmp_path / "series.html")
+    assert m.errors == [] and m.page.evaluate("window.cspViolations") == [] and m.other_requests() == []
+    per = series.layer.groupby("period").size().to_dict()
+    assert series.periods == ["2017-01", "2017-02", "2017-03", "2017-04"] and "2017-04" not in per
+
+    def state():
+        return (m.page.get_attribute("html", "data-dpgeo-period"), m.page.evaluate(
+            "window.dpgeoClusters.getLayers().map(l => l.feature.properties.period)"), m.page.title(),
+                m.page.text_content("#dpgeo-legend .dp-title"))
+
+    period, shown, title, heading = state()
+    assert period == "2017-01" and set(shown) == {"2017-01"} and len(shown) == per["2017-01"]
+    assert title.startswith("2017-01 — ") and heading.endswith("— 2017-01")
+    m.page.fill("#dpgeo-slider", "3")
+    m.page.dispatch_event("#dpgeo-slider", "input")
+    period, shown, title, heading = state()
+    assert period == "2017-04" and shown == [] and "No clusters in 2017-04" in m.page.text_content(
+        "#dpgeo-legend")  # an empty period is a frame like any other
+    m.page.click("#dpgeo-play")
+    assert "Pause" in m.page.text_content("#dpgeo-play")
+    m.page.wait_for_selector("html[data-dpgeo-period='2017-01']", state="attached", timeout=10_000)  # wrapped
+    m.page.click("#dpgeo-play")
+    assert "Play" in m.page.text_content("#dpgeo-play")
+    # the popup names the period and gives that period's dp_count
+    m.page.fill("#dpgeo-slider", "1")
+    m.page.dispatch_event("#dpgeo-slider", "input")
+    props = _click_cluster(m)
+    text = m.page.text_content(".leaflet-popup-content")
+    assert props["period"] == "2017-02"
+    assert f"— {props['period']}" in text and str(props["dp_count"]) in text and "period" in text
+    # the legend gives each cluster's count in the period shown
+    row = m.page.text_content("[data-dp-counts] >> nth=0")
+    assert row.startswith("cluster ")
+
+
+def test_series_png_has_one_panel_per_period(series, tmp_path):
+    from PIL import Image
+
+    from dpgeo.io.png import read_png_metadata
+
+    path = series.to_file(tmp_path / "series.png")
+    assert read_png_metadata(path)["series"]["n_periods"] == 4
+    one = series.releases[0].to_file(tmp_path / "one.png")
+    with Image.open(path) as a, Image.open(one) as b:
+        assert a.size != b.size  # four panels, not one map
+    # the colour of cluster 1 appears (it persists through the panels)
+    img = np.asarray(Image.open(path).convert("RGB")).astype(int)
+    i = int(palette.colour_index(np.unique(series.layer["cluster_id"]))[0])
+    assert _has_colour(img, _blend(palette.CLUSTER_COLOURS[i], (255, 255, 255)), tol=8)
 # -- heat layers and hot spots on the map -----------------------------------------------------
 
 def test_browser_draws_hot_spot_cells_in_their_classes(tmp_path, open_map):

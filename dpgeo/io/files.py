@@ -153,6 +153,11 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
                                             layer_options=options, dataset_options=dataset_options)
                 finally:
                     pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": None})
+            from .qgis_style import add_default_style, is_series_layer, series_qml
+
+            if is_series_layer(out):  # a map series: QGIS's temporal controller animates it as it is opened
+                add_default_style(tmp, name, None, series_qml(out), stamp=stamp,
+                                  description="dpgeo map series: one frame per period")
             if levels is not None:
                 _append_levels(tmp, levels if crs is None else levels.to_crs(crs), name, metadata, eng, stamp)
 

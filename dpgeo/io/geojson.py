@@ -31,6 +31,10 @@ def geojson_collection(gdf, metadata: dict) -> dict:
     (['dpgeo', 'features', 'type'], {'cluster_id': 1}, {'epsilon': 1.0})
     """
     out = to_lonlat(gdf)
+    for col in out.columns:  # the periods of a series: ISO 8601 text in UTC (JSON has no time type)
+        if col != out.geometry.name and str(out[col].dtype).startswith("datetime64"):
+            t = out[col].dt.tz_convert("UTC") if out[col].dt.tz is not None else out[col]
+            out[col] = t.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     geoms = np.asarray(out.geometry.values)
     if hasattr(shapely, "orient_polygons"):  # shapely >= 2.1
         geoms = shapely.orient_polygons(geoms)

@@ -37,6 +37,7 @@ from . import palette
 from .atomic import atomic_write
 from .basemap import DEFAULT_BASEMAP, OSM_ATTRIBUTION, OSM_TILES, basemap_config, check_basemap  # noqa: F401
 from .geojson import geojson_collection
+from .html_series import SERIES_CSS, SERIES_JS, label_periods, series_config, series_controls_html, series_legend_html
 from .statement import privacy_statement
 
 __all__ = ["write_html", "html_document", "read_html_metadata", "check_basemap", "basemap_config", "leaflet_version",
@@ -112,8 +113,9 @@ _APP_JS = r"""
     var box = document.createElement("div");
     box.className = "dp-popup";
     var head = document.createElement("strong");
-    head.textContent = p.hotspot ? p.hotspot : p.h3 ? "H3 cell " + p.h3 : p.band !== undefined ? "Band " + fmt(p.band)
-      : p.cluster_id !== undefined ? "Cluster " + fmt(p.cluster_id) : "Cell " + fmt(p.cell_id);
+    head.textContent = (p.hotspot ? p.hotspot : p.h3 ? "H3 cell " + p.h3 : p.band !== undefined ? "Band " + fmt(p.band)
+      : p.cluster_id !== undefined ? "Cluster " + fmt(p.cluster_id) : "Cell " + fmt(p.cell_id)) +
+      (p.period ? " \u2014 " + p.period : "");
     box.appendChild(head);
     var table = document.createElement("table");
     function row(k, v, cls) {
@@ -121,9 +123,16 @@ _APP_JS = r"""
       th.textContent = k; tr.insertBefore(th, td); td.textContent = v;
       if (cls) { td.className = cls; }
     }
-    row("dp_count", fmt(p.dp_count), "dp-count");
-    row("95% interval", (p.dp_count_low === null || p.dp_count_low === undefined) ? cfg.noInterval
-        : fmt(p.dp_count_low) + " \u2013 " + fmt(p.dp_count_high), "dp-interval");
+    if (p.period) { row("period", p.period + (p.period_start ? " (" + String(p.period_start).slice(0, 10) + " to " +
+                                               String(p.period_end).slice(0, 10) + ")" : ""), "dp-period"); }
+    if (p.dp_total !== undefined) {
+      row("dp_total", fmt(p.dp_total), "dp-count");
+      row("95% interval", fmt(p.dp_total_low) + " \u2013 " + fmt(p.dp_total_high), "dp-interval");
+    } else {
+      row("dp_count", fmt(p.dp_count), "dp-count");
+      row("95% interval", (p.dp_count_low === null || p.dp_count_low === undefined) ? cfg.noInterval
+          : fmt(p.dp_count_low) + " \u2013 " + fmt(p.dp_count_high), "dp-interval");
+    }
     if (p.gi_z !== undefined) { row("Gi* z", Number(p.gi_z).toFixed(2)); row("p", Number(p.gi_p).toPrecision(3)); }
     if (p.n_cells !== undefined) {
       row("cells", fmt(p.n_cells) + (cfg.cellWidth ? " of " + cfg.cellWidth + " \u00d7 " + cfg.cellWidth + " m" : ""));
@@ -213,11 +222,12 @@ _APP_JS = r"""
   }));
   clusters.bindPopup(function (layer) { return popup(layer.feature.properties); });
   clusters.addTo(map);
-  cfg.labels.forEach(function (l) {
+  window.dpgeoLabels = cfg.labels.map(function (l) {
     var s = document.createElement("span");
     s.textContent = l[2];
-    L.tooltip({permanent: true, direction: "center", className: "dp-label", interactive: false})
+    var t = L.tooltip({permanent: true, direction: "center", className: "dp-label", interactive: false})
       .setLatLng([l[0], l[1]]).setContent(s).addTo(map);
+    return {period: l[3], tooltip: t};
   });
   window.dpgeoMap = map;
   window.dpgeoClusters = clusters;
@@ -458,12 +468,16 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         b = None
     if b is not None and np.isfinite(b).all():
         bounds = [[b[1], b[0]], [b[3], b[2]]]
+    series = series_config(md, clusters=legend is None, legend_title=legend_title)
     labels = []
-    if 0 < len(gdf) <= MAX_LABELS and "dp_count" in gdf:
+    value = "dp_total" if "dp_total" in gdf else "dp_count"
+    n_frames = len(series["periods"]) if series else 1
+    if 0 < len(gdf) <= MAX_LABELS * n_frames and value in gdf:
         import shapely
 
         pts = shapely.point_on_surface(np.asarray(gdf.to_crs(4326).geometry.values))
-        labels = [[round(float(p.y), 7), round(float(p.x), 7), str(c)] for p, c in zip(pts, gdf["dp_count"])
+        labels = [[round(float(p.y), 7), round(float(p.x), 7), str(c), per]
+                  for p, c, per in zip(pts, gdf[value], label_periods(gdf))
                   if p is not None and not p.is_empty and c is not None]
 
     interval = md.get("dp_count_interval")
@@ -481,12 +495,13 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         "basemap": None if tiles is None else {k: tiles[k] for k in ("url", "attribution", "referrerPolicy")}
         | {"link": None if tiles["link"] is None else html.escape(tiles["link"], quote=True)},
         "smallScreen": SMALL_SCREEN,
+        "series": series,
     }
 
     v = _vendor()
     csp = "; ".join([
         "default-src 'none'",
-        f"script-src {_sha256(v['js'])} {_sha256(_APP_JS)}",
+        f"script-src {_sha256(v['js'])} {_sha256(_APP_JS)}" + (f" {_sha256(SERIES_JS)}" if series else ""),
         "style-src 'unsafe-inline'",
         "img-src " + " ".join(img_src),
         "base-uri 'none'",
@@ -506,17 +521,21 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS,
         _palette_css(fills, outlines) if legend is None else
         _palette_css(fills, outlines, opacity=palette.CELL_FILL_OPACITY, width_mm=palette.CELL_OUTLINE_WIDTH_MM),
+        SERIES_CSS if series else "",
         "</style>\n</head>\n<body>\n",
         '<div id="map"></div>\n',
         "<noscript><p>This map needs JavaScript. The clusters and their privacy metadata are in the "
         "GeoJSON inside this file (element dpgeo-layer).</p></noscript>\n",
         _privacy_html(md), "\n",
-        (_legend_html(ids.tolist(), counts, area_kind, len(props), page_title) if legend is None else
-         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title)), "\n",
+        (series_legend_html(props, page_title, area_kind, palette.STUDY_AREA_COLOUR) if series and legend is None
+         else _legend_html(ids.tolist(), counts, area_kind, len(props), page_title) if legend is None else
+         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title)),
+        ("\n" + series_controls_html(series)) if series else "", "\n",
         '<script type="application/json" id="dpgeo-layer">', _json_data(fc), "</script>\n",
         '<script type="application/json" id="dpgeo-config">', _json_data(cfg), "</script>\n",
         "<script>", v["js"], "</script>\n",
         "<script>", _APP_JS, "</script>\n",
+        ("<script>" + SERIES_JS + "</script>\n") if series else "",
         "</body>\n</html>\n",
     ])
 

@@ -22,13 +22,14 @@ from . import palette
 from .atomic import atomic_write
 from .statement import privacy_line, privacy_statement
 
+from .drawing import _PT_PER_MM, _drawing_crs, _path_of  # noqa: F401 (shared with the small multiples)
+
 __all__ = ["write_png", "read_png_metadata", "require_matplotlib", "font_path", "FONT_FAMILY"]
 
 #: Features labelled with their ``dp_count`` (more would only clutter the picture).
 MAX_LABELS = 200
 #: Clusters listed one by one in the legend.
 MAX_LEGEND_ROWS = 20
-_PT_PER_MM = 72 / 25.4
 #: The font of every text in the picture: it ships with matplotlib and has every glyph dpgeo writes
 #: (ε, δ, ×, ², ±, –, …), whatever font a matplotlibrc prefers.
 FONT_FAMILY = "DejaVu Sans"
@@ -59,38 +60,6 @@ def font_path() -> str:
 def _font_rc() -> dict:
     """matplotlib settings that draw every text of the picture in :data:`FONT_FAMILY`."""
     return {"font.family": "sans-serif", "font.sans-serif": [FONT_FAMILY], "mathtext.fontset": "dejavusans"}
-
-
-def _drawing_crs(gdf, metadata, crs):
-    """The CRS the picture is drawn in: ``crs``, else a projected layer CRS, else the working CRS."""
-    from pyproj import CRS
-
-    if crs is not None:
-        return CRS.from_user_input(crs)
-    if gdf.crs is not None and not CRS.from_user_input(gdf.crs).is_geographic:
-        return CRS.from_user_input(gdf.crs)
-    try:
-        return CRS.from_user_input(metadata.get("working_crs"))
-    except Exception:
-        return CRS.from_user_input(gdf.crs or "EPSG:4326")
-
-
-def _path_of(geom):
-    from matplotlib.path import Path as MPath
-
-    verts, codes = [], []
-    for poly in getattr(geom, "geoms", [geom]):
-        if poly.geom_type != "Polygon" or poly.is_empty:
-            continue
-        for ring in [poly.exterior, *poly.interiors]:
-            xy = np.asarray(ring.coords)[:, :2]
-            if len(xy) < 3:
-                continue
-            verts.append(xy)
-            codes.append(np.r_[MPath.MOVETO, np.full(len(xy) - 2, MPath.LINETO), MPath.CLOSEPOLY])
-    if not verts:
-        return None
-    return MPath(np.concatenate(verts), np.concatenate(codes))
 
 
 def _nice_length(span):
@@ -264,8 +233,15 @@ def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, ti
     # text chunks that are not Latin-1 (ε, δ) are written as UTF-8 iTXt chunks by Pillow
     info = {"dpgeo": json.dumps(metadata, separators=(",", ":"), ensure_ascii=True),
             "Software": f"dpgeo {__version__}", "Description": privacy_line(metadata)}
+    from .html_series import series_config
+
     with matplotlib.rc_context(_font_rc()):
-        fig = _figure(gdf, metadata, crs, float(width_in), title)
+        if series_config(metadata):  # a map series: one panel per period
+            from .png_series import series_figure
+
+            fig = series_figure(gdf, metadata, crs, float(width_in), title)
+        else:
+            fig = _figure(gdf, metadata, crs, float(width_in), title)
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight",
                                                    pad_inches=0.15, facecolor="white", metadata=info))
     return path

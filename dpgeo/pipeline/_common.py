@@ -6,6 +6,7 @@ import math
 import numbers
 import os
 import warnings
+from dataclasses import dataclass
 
 from .._dates import today
 from .._version import __version__
@@ -48,6 +49,35 @@ def check_fraction(value, name, lo_open=True, hi_closed=False):
 
 
 # -- contribution ----------------------------------------------------------------
+
+#: The keyword arguments every release takes besides its mechanism's own parameters.
+COMMON_KEYS = ("epsilon", "domain", "domain_crs", "crs", "sensitivity", "person", "max_points_per_person", "seed",
+               "domain_from_data", "input_crs", "unattended", "dataset", "ledger", "analyst", "progress",
+               "scheduler", "max_memory_bytes")
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """The neighbouring relation of a run: points per record (``sensitivity``), or per person (``cap``)."""
+
+    sensitivity: int = 1
+    cap: int | None = None
+    person: str | None = None  # how the metadata names the person identifier
+
+
+def contribution(person=None, max_points_per_person=None, sensitivity=1) -> Contribution:
+    """The checked contribution bound of a run (see :func:`dpgeo.pipeline._common._contribution`)."""
+    s, cap = _contribution(person, max_points_per_person, sensitivity)
+    return Contribution(s, cap, _person_label(person))
+
+
+def _epsilon(mech, p, epsilon):
+    if epsilon is None and not mech.needs_epsilon(p):
+        return None
+    if epsilon is None:
+        raise mech.missing_epsilon(p)
+    return check_epsilon(epsilon)
+
 
 def _contribution(person, max_points_per_person, sensitivity):
     """Sensitivity and privacy unit from the person/cap/sensitivity parameters (checked)."""

@@ -189,6 +189,11 @@ class _CellsMechanism(Mechanism):
     def check_run(self, p, epsilon, c):
         noise_rate(epsilon, c.sensitivity)  # the exact sampler's range, refused here rather than after reading
 
+    def linear_in_contribution(self, grid, p, c):
+        # one count release with discrete Laplace noise of decay exp(-ε/s): one point moves one cell by one, a
+        # loss of ε/s; bands and Gi* classes are post-processing (privacy.md §9)
+        return True
+
     def cell_width(self, area, p):
         if p.h3_resolution is not None:
             from ..h3cells import H3_AREA_M2

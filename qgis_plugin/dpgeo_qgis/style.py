@@ -32,7 +32,8 @@ from qgis.PyQt.QtGui import QColor, QFont
 
 from .deps import import_dpgeo
 
-__all__ = ["style_cluster_layer", "style_heat_layer", "style_hotspot_layer", "style_layer", "STYLES", "palette"]
+__all__ = ["style_cluster_layer", "style_heat_layer", "style_hotspot_layer", "style_layer", "STYLES", "palette",
+           "set_series_time"]
 
 
 def palette():
@@ -161,6 +162,36 @@ def style_hotspot_layer(layer) -> bool:
 STYLES = {"clusters": style_cluster_layer, "heat": style_heat_layer, "hotspots": style_hotspot_layer}
 
 
+def set_series_time(layer) -> bool:
+    """A map series (fields ``period_start`` and ``period_end``): QGIS's temporal controller shows each feature in
+    its period, the end excluded — the same settings the library stores in a series GeoPackage's style
+    (:mod:`dpgeo.io.qgis_style`: start and end from expressions that QGIS evaluates itself, so that the end of
+    one period, the start of the next, is compared as a time and not as GeoPackage text). Returns False (and
+    changes nothing) for a layer that is not a series."""
+    from qgis.core import QgsVectorLayerTemporalProperties
+
+    fields = layer.fields()
+    if fields.indexOf("period_start") < 0 or fields.indexOf("period_end") < 0:
+        return False
+    import_dpgeo()
+    from dpgeo.io.qgis_style import END_EXPRESSION, START_EXPRESSION
+
+    tp = layer.temporalProperties()
+    tp.setMode(QgsVectorLayerTemporalProperties.ModeFeatureDateTimeStartAndEndFromExpressions)
+    tp.setStartField("period_start")
+    tp.setEndField("period_end")
+    tp.setStartExpression(START_EXPRESSION)
+    tp.setEndExpression(END_EXPRESSION)
+    if hasattr(tp, "setLimitMode"):  # QGIS 3.22: the end of a period is the start of the next (excluded)
+        from qgis.core import Qgis
+
+        tp.setLimitMode(Qgis.VectorTemporalLimitMode.IncludeBeginExcludeEnd)
+    tp.setIsActive(True)
+    return True
+
+
 def style_layer(layer, style: str = "clusters") -> bool:
-    """Apply the named style (:data:`STYLES`; a mechanism's ``style``) to a layer dpgeo wrote."""
+    """Apply the named style (:data:`STYLES`; a mechanism's ``style``) to a layer dpgeo wrote; a map series also
+    gets its temporal properties (:func:`set_series_time`)."""
+    set_series_time(layer)
     return STYLES.get(style, style_cluster_layer)(layer)

@@ -282,6 +282,8 @@ class WritingMixin:
         fields = QgsFields()
         for c in columns:
             ftype = _KNOWN_FIELDS.get(c)
+            if ftype is None and str(gdf[c].dtype).startswith("datetime64"):  # a series' period_start, period_end
+                ftype = QVariant.DateTime
             if ftype is None:
                 kind = np.asarray(gdf[c]).dtype.kind
                 ftype = {"i": QVariant.LongLong, "u": QVariant.LongLong, "f": QVariant.Double,
@@ -398,9 +400,17 @@ def _summary(result, metadata):
 
 
 def _plain(v):
-    """numpy scalars and NaN to plain Python values QGIS accepts."""
+    """numpy scalars, timestamps and NaN to plain Python values QGIS accepts."""
+    import datetime
+
     if v is None:
         return None
+    if isinstance(v, datetime.datetime):  # pandas Timestamps too: a UTC QDateTime
+        from qgis.PyQt.QtCore import QDate, QDateTime, Qt, QTime
+
+        if v.tzinfo is not None:
+            v = v.astimezone(datetime.timezone.utc)
+        return QDateTime(QDate(v.year, v.month, v.day), QTime(v.hour, v.minute, v.second), Qt.UTC)
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and math.isnan(v):

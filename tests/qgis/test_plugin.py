@@ -102,6 +102,8 @@ def test_dbscan_parameters(plugin):
 
     alg, params = _definitions("dpgeo:dbscanspans")
     assert list(params) == ["INPUT", "EPSILON", "DATASET", "LEDGER", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS", "MIN_POINTS",
+                            "TIME_FIELD", "PERIOD", "PERIOD_START", "PERIOD_END", "TIMEZONE", "TIME_FORMAT",
+                            "PERSON_ACCOUNTING", "CUMULATIVE",
                             "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
                             "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
                             "SPAN_EXTENT", "FDR", "MAX_POINTS_PER_RECORD",
@@ -135,6 +137,14 @@ def test_dbscan_parameters(plugin):
                                                "Core cells only (paper's Algorithm 1)"]
     assert "Span extent" in alg.shortHelpString()
     assert params["OUTPUT"].type() == "sink" and params["OUTPUT"].dataType() == QgsProcessing.TypeVectorPolygon
+    # a map series: a field of the input for the time, the period (no series by default), public date-time bounds
+    assert params["TIME_FIELD"].type() == "field" and params["TIME_FIELD"].parentLayerParameterName() == "INPUT"
+    assert params["PERIOD"].type() == "enum" and params["PERIOD"].defaultValue() == 0
+    assert params["PERIOD"].options()[0] == "No series (one map)" and len(params["PERIOD"].options()) == 6
+    for name in ("PERIOD_START", "PERIOD_END"):
+        assert params[name].type() == "datetime" and params[name].flags() & Def.FlagOptional, name
+    for name in ("TIMEZONE", "TIME_FORMAT", "PERSON_ACCOUNTING", "CUMULATIVE"):
+        assert params[name].flags() & Def.FlagAdvanced, name
     outputs = {o.name() for o in alg.outputDefinitions()}
     assert {"OUTPUT", "DIFFERENTIALLY_PRIVATE", "N_CLUSTERS", "METADATA_JSON"} <= outputs
     assert "privat" in alg.shortHelpString().lower()
