@@ -28,7 +28,9 @@ Examples
 >>> g = gpd.GeoDataFrame({"cluster_id": [1, 2], "period_start": [0, 0], "period_end": [1, 1]},
 ...                      geometry=[shapely.box(0, 0, 1, 1)] * 2)
 >>> qml = series_qml(g)
->>> '<temporal enabled="1" mode="2" startField="period_start" endField="period_end"' in qml
+>>> '<temporal enabled="1" mode="4" startField="period_start" endField="period_end"' in qml
+True
+>>> "startExpression='to_datetime(\"period_start\")'" in qml  # expressions: fields compared as text misfire
 True
 """
 
