@@ -30,7 +30,7 @@ Examples
 >>> qml = series_qml(g)
 >>> '<temporal enabled="1" mode="4" startField="period_start" endField="period_end"' in qml
 True
->>> "startExpression='to_datetime(\"period_start\")'" in qml  # expressions: fields compared as text misfire
+>>> 'to_datetime("period_start")' in qml  # expressions: the fields compared as text misfire
 True
 """
 
