@@ -79,6 +79,24 @@ def _epsilon(mech, p, epsilon):
     return check_epsilon(epsilon)
 
 
+def validated(mech, values: dict):
+    """``(common, params, epsilon, contribution)`` of a run of ``mech``: the shared keyword arguments with their
+    defaults, the mechanism's parameters checked against its declaration, ε and the contribution bound checked,
+    the seed checked. Public inputs only."""
+    from ..randomness import check_seed
+
+    v = {k: values.get(k) for k in COMMON_KEYS}
+    for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
+        if v[key] is None:
+            v[key] = default
+    p = mech.validate(values)
+    epsilon = _epsilon(mech, p, v["epsilon"])
+    c = contribution(v["person"], v["max_points_per_person"], v["sensitivity"])
+    mech.check_run(p, epsilon, c)
+    check_seed(v["seed"])
+    return v, p, epsilon, c
+
+
 def _contribution(person, max_points_per_person, sensitivity):
     """Sensitivity and privacy unit from the person/cap/sensitivity parameters (checked)."""
     sensitivity = check_int(sensitivity, "sensitivity (points per record)")

@@ -26,7 +26,6 @@ import sys
 
 from ..counting import count_points
 from ..noise import NoiseSource
-from ..randomness import check_seed
 from ..release import Release, run_protected_files, start_charge
 from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: exported from here)
     COMMON_KEYS,
@@ -43,6 +42,7 @@ from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: e
     base_metadata,
     check_epsilon,
     contribution,
+    validated,
 )
 
 __all__ = ["run_release", "run_preview", "Contribution", "contribution", "public_plan", "COMMON_KEYS"]
@@ -104,16 +104,8 @@ def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
 
     if is_series(values):  # time=, period=, ...: one release per public period (pipeline/series.py)
         return run_series(mech, points, values, stacklevel=stacklevel + 1)
-    v = {k: values.get(k) for k in COMMON_KEYS}
-    for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
-        if v[key] is None:
-            v[key] = default
     # -- validate (public inputs only) --
-    p = mech.validate(values)
-    epsilon = _epsilon(mech, p, v["epsilon"])
-    c = contribution(v["person"], v["max_points_per_person"], v["sensitivity"])
-    mech.check_run(p, epsilon, c)
-    check_seed(v["seed"])
+    v, p, epsilon, c = validated(mech, values)
     protected = run_protected_files(points, v["domain"], v["ledger"])
     p["epsilon"] = epsilon
 

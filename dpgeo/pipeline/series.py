@@ -42,7 +42,6 @@ from ..counting.times import TimeSpec, check_time_format
 from ..errors import ParameterError
 from ..noise import NoiseSource
 from ..periods import make_periods
-from ..randomness import check_seed
 from ..release import Release, run_protected_files, start_charge
 from .series_info import ACCOUNTING_TEXT, series_info  # noqa: F401 (ACCOUNTING_TEXT: exported from here)
 from ._common import (
@@ -135,21 +134,13 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
     (:data:`dpgeo.pipeline.run.COMMON_KEYS`) and the series' (:data:`SERIES_KEYS`).
     """
     from ..series import SeriesRelease, series_layer
-    from ._common import COMMON_KEYS, _epsilon, contribution
+    from ._common import validated
     from .series_append import earlier_series
 
     if mech.reads is None:
         raise ParameterError(f"{mech.title} reads no data: it has no series")
-    v = {k: values.get(k) for k in COMMON_KEYS}
-    for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
-        if v[key] is None:
-            v[key] = default
     # -- validate (public inputs only) --
-    p = mech.validate(values)
-    epsilon = _epsilon(mech, p, v["epsilon"])
-    c = contribution(v["person"], v["max_points_per_person"], v["sensitivity"])
-    mech.check_run(p, epsilon, c)
-    check_seed(v["seed"])
+    v, p, epsilon, c = validated(mech, values)
     so = series_options(values)
     if v["domain_from_data"]:
         raise ParameterError("a series draws every period on one grid over the public study area: give --domain "
