@@ -6,6 +6,8 @@ listed above it)::
     errors        the exception hierarchy (used everywhere)
     domain        public study area and working CRS (metres)
     grid          square cells over the study area, neighbourhoods
+    h3cells       H3 hexagon cells over the study area (_h3math: the H3 lattice in numpy)
+    periods       the public periods of a map series (day … year, between public bounds, in a time zone)
     formats       file formats and GDAL engines (for counting/ and io/)
     randomness    NoiseSource: ChaCha20 keyed from the OS's CSPRNG (a test seed marks output not private)
     counting/     the private side: point layers in, projected, snapped to cells
@@ -22,8 +24,9 @@ listed above it)::
     io/           release files: GeoPackage, GeoJSON, HTML map, PNG (+ metadata back in)
     budget/       the persistent privacy-budget ledger (SQLite), one per organisation
     release       Release: one charge, one layer + metadata, written to any number of files
+    series        SeriesRelease: one release per period as one time-enabled layer, cluster ids that persist
     pipeline/     the public entry points: validate → count → charge → mechanism → layer
-                  (dbscan_spans, wavecluster, noise_preview; kmeans in pipeline/kmeans)
+                  (dbscan_spans, wavecluster, noise_preview; kmeans; heat, hotspots in pipeline/heat)
     evaluation    utility measures against a reference (owner only: not private)
     compare       private vs exact clustering of the same data (owner only)
     server/       dpgeo serve: the OGC API – Processes service (jobs, releases, analysts' tokens)
@@ -55,15 +58,20 @@ from .counting.inputs import open_points
 from .io.files import read_layer_metadata
 from .pipeline import dbscan_spans, noise_preview, wavecluster
 from .pipeline.kmeans import kmeans
+from .pipeline.heat import heat, hotspots
 from .release import ClusterLayer, Release, read_release
+from .series import SeriesRelease
 
 __all__ = [
     "__version__",
     "dbscan_spans",
     "wavecluster",
     "kmeans",
+    "heat",
+    "hotspots",
     "noise_preview",
     "Release",
+    "SeriesRelease",
     "ClusterLayer",
     "read_release",
     "StudyArea",

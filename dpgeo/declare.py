@@ -98,6 +98,10 @@ class Param:
         :class:`~dpgeo.release.Release` attribute of the same name, e.g. ``levels``):
         the command line and the API write it into the same file, QGIS offers it as an
         optional output layer of the algorithm, styled with this QGIS style (``Mechanism.style``).
+    none_means : str
+        What the default ``None`` means, in the help of every front end (default
+        ``"automatic"``: the mechanism's rule decides; e.g. ``"none"`` for an option
+        that adds something only when given).
     """
 
     name: str
@@ -120,6 +124,7 @@ class Param:
     service_choices: tuple | None = None
     suggested: Any = None
     layer_style: str | None = None
+    none_means: str = "automatic"
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -235,7 +240,7 @@ class Param:
         if self.required:
             return "required"
         if self.default is None:
-            return "automatic"
+            return self.none_means
         return _g(self.default) if isinstance(self.default, (int, float)) and not isinstance(self.default, bool) \
             else str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
 
@@ -410,6 +415,20 @@ class Mechanism:
         it reads or spends anything) and again on the grid the counting used.
         """
         return {}
+
+    def linear_in_contribution(self, grid, p: Values, c) -> bool:
+        """Whether a run with contribution bound ``s`` (``c.sensitivity``: K per person, or c per record) is
+        ``ε/s``-DP for adding or removing **one point**: every noisy quantity it releases is calibrated to a
+        sensitivity that is exactly ``s`` times that of one point.
+
+        A series that caps each person's points over all its periods in one
+        pass (``person_accounting="series"``) costs ε once only for such a
+        mechanism: a person's ``K`` points, however they fall into the periods,
+        then cost ``ε`` together (docs/privacy.md §6, "Series"). The default is
+        False (conservative): such a series is refused, and per-period caps
+        (``person_accounting="period"``) remain.
+        """
+        return False
 
     def count_options(self, p: Values) -> dict:
         """Extra arguments of :func:`dpgeo.counting.count_points` (``recountable``, ``keep_points``)."""

@@ -192,6 +192,10 @@ class Charge:
         if self.published is not None:
             md["dataset"] = self.published
         r = self.reservation
+        if r is not None and r.series_id is not None:
+            md["series_id"] = r.series_id
+            md["charged_epsilon"] = float(r.cost_epsilon)
+            md["charged_epsilon_exact"] = format_exact(r.cost_epsilon)
         if r is not None:
             md["dataset_spent_epsilon"] = float(r.spent_epsilon)
             md["dataset_spent_epsilon_exact"] = format_exact(r.spent_epsilon)
@@ -214,7 +218,7 @@ class Charge:
 
 
 def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, analyst=None, private=True,
-                 unattended=False, stacklevel=3) -> Charge:
+                 unattended=False, stacklevel=3, series=None) -> Charge:
     """Reserve the release's ε in the dataset's ledger, before any private data is read.
 
     Parameters
@@ -244,6 +248,10 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         (``dpgeo.owner``), never to a warning (stderr).
     stacklevel : int
         Where a warning about an unnamed dataset points (the caller of the caller, by default).
+    series : dict, optional
+        A series (:func:`dpgeo.pipeline.series.run_series`): ``periods`` (``[(start, end, label)]``),
+        ``composition`` and ``unit``, and ``append`` (the id of the series its periods are appended to,
+        or None). See :meth:`dpgeo.budget.Ledger.reserve` and :meth:`~dpgeo.budget.Ledger.append_periods`.
 
     Raises
     ------
@@ -267,7 +275,16 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         choice = DatasetChoice(IN_MEMORY_DATASET, None, ((_in_memory_note(), False),))
     else:
         choice = DatasetChoice(dataset, dataset)
-    reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst)
+    if series is not None and series.get("append"):
+        reservation = book.append_periods(series["append"], dataset=choice.key, periods=series["periods"],
+                                          epsilon=epsilon, delta=delta, composition=series["composition"],
+                                          unit=series["unit"], analyst=analyst)
+    elif series is not None:
+        reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst,
+                                   periods=series["periods"], composition=series["composition"],
+                                   unit=series["unit"])
+    else:
+        reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst)
     notes = list(choice.notes)
     unnamed_file = choice.published is None and _is_path(points)  # its resolution note says it already
     if reservation.total_epsilon is None and not unnamed_file:
@@ -300,7 +317,9 @@ _SUMMARY_KEYS = [
     "mechanism", "method", "differentially_private", "not_private_reasons", "neighbouring_relation",
     "epsilon", "epsilon_split", "delta", "sampler", "beta", "radius_m", "min_points", "min_points_prime", "gamma",
     "gamma_low", "gamma_method", "gamma_laplace", "extent", "extent_threshold", "kappa", "eta", "cell_width_m", "n_cells", "histogram",
-    "theta", "wavelet", "percentile", "threshold", "k_prime", "n_clusters", "n_core_cells", "n_span_cells", "working_crs", "dataset", "release_id",
+    "theta", "wavelet", "percentile", "threshold", "k_prime", "n_clusters", "n_core_cells", "n_span_cells",
+    "cells", "h3_resolution", "bands", "bands_bandwidth_m", "hotspot_neighbourhood", "hotspot_fdr", "working_crs",
+    "dataset", "release_id",
     "dataset_spent_epsilon", "dataset_total_epsilon", "dpgeo_version",
 ]
 
@@ -422,7 +441,8 @@ class Release:
         return format_metadata(self.metadata)
 
     def __repr__(self) -> str:
-        return (f"Release({self.metadata.get('method')}, {len(self.layer)} clusters, "
+        noun = "clusters" if "cluster_id" in getattr(self.layer, "columns", ()) else "features"
+        return (f"Release({self.metadata.get('method')}, {len(self.layer)} {noun}, "
                 f"epsilon={self.metadata.get('epsilon')}, "
                 f"differentially_private={self.metadata.get('differentially_private')})")
 

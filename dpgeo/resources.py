@@ -22,6 +22,14 @@ study area's bounding box, ``cells = nx·ny``):
   (``cells · q**θ / (1+q)``, at most ``max_false_cells`` by the choice of θ);
 * **WaveCluster**: 96 bytes per cell (the dense counts, the wavelet
   sub-bands, the significance mask and the labels);
+* **heat layers** (:func:`plan_heat`): the histogram as above, then the
+  layer itself, one polygon feature per released cell (square: 640 bytes,
+  H3: 1,100 bytes, measured through the GeoDataFrame and the file writer);
+  hot spots add 40 bytes per cell per neighbour (the neighbourhood pairs and
+  sums), density bands 96 bytes per pixel of the smoothing raster (the FFTs;
+  one pixel per cell of the bounding box, or 2√3 per H3 hexagon of it). H3
+  cells add the lattice lookup tables, 4 bytes per hexagon of the study
+  area's bounding box, and 9 bytes per listed cell;
 * **noise laws**: the exact law of a sum of ``κ`` discrete Laplace noises
   (DP-DBSCAN's Γ) takes 32 bytes per point of its support, about
   ``κq/(1-q) + 40·√(κq)/(1-q) + 40/ln(1/q)`` points; a cluster's 95%
@@ -42,8 +50,8 @@ from dataclasses import dataclass, field
 
 from .errors import ParameterError
 
-__all__ = ["RunPlan", "plan_run", "check_plan", "max_memory_bytes", "parse_bytes", "grid_shape", "format_bytes",
-           "MAX_GRID_CELLS", "MEMORY_ENV"]
+__all__ = ["RunPlan", "plan_run", "plan_heat", "check_plan", "max_memory_bytes", "parse_bytes", "grid_shape",
+           "format_bytes", "MAX_GRID_CELLS", "MEMORY_ENV"]
 
 #: The most cells any grid may have (bounding box), whatever the memory: the universe takes time per row.
 MAX_GRID_CELLS = 10**12
@@ -61,6 +69,12 @@ _INTERVAL_POINT_BYTES = 48
 _INTERVAL_MAX_K = 256
 _DENSE_COUNT_MAX_CELLS = 1 << 25
 _COUNTING_FIXED_BYTES = 128 * 2**20 + 2 * 100 * 2**20
+_SQUARE_LAYER_CELL_BYTES = 640
+_H3_LAYER_CELL_BYTES = 1100
+_NEIGHBOUR_PAIR_BYTES = 40
+_SMOOTHING_PIXEL_BYTES = 96
+_H3_TABLE_ENTRY_BYTES = 4
+_H3_CELL_BYTES = 9
 
 
 @dataclass
@@ -79,6 +93,8 @@ class RunPlan:
         Cells expected in the noisy histogram beyond the occupied ones (dense: every cell).
     bytes : dict
         Estimated bytes per part of the run (see the module's memory model).
+    grid_text : str, optional
+        How a refusal names the grid (default: its shape and cell width).
     """
 
     nx: int
@@ -87,6 +103,7 @@ class RunPlan:
     cell_m: float
     expected_noisy_cells: float = 0.0
     bytes: dict = field(default_factory=dict)
+    grid_text: str | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -186,6 +203,83 @@ def plan_run(area, cell_m: float, *, mechanism: str = "dbscan", epsilon: float |
     return plan
 
 
+def plan_heat(area, *, cell_m: float | None = None, h3_resolution: int | None = None, epsilon: float | None = None,
+              sensitivity: int = 1, histogram: str = "auto", max_dense_cells: int = 1 << 22,
+              max_false_cells: int = 1 << 18, neighbours: int = 0, bands: bool = False) -> RunPlan:
+    """The memory of a heat layer (:func:`dpgeo.heat`, :func:`dpgeo.hotspots`), from public parameters alone.
+
+    Parameters
+    ----------
+    area : dpgeo.domain.StudyArea
+        The public study area (projected, metres).
+    cell_m : float, optional
+        Square cells of this width (metres); or
+    h3_resolution : int, optional
+        H3 cells of this resolution (their number estimated from the study
+        area's size, :func:`dpgeo.h3cells.h3_cells_estimate`).
+    epsilon, sensitivity, histogram, max_dense_cells, max_false_cells
+        As for :func:`plan_run`.
+    neighbours : int
+        Cells in a hot-spot neighbourhood (0: no hot spots).
+    bands : bool
+        Whether density bands are made (the smoothing's arrays).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> area = StudyArea.from_bbox((0, 0, 10_000, 10_000), "EPSG:32615")
+    >>> p = plan_heat(area, cell_m=100.0, epsilon=1.0)
+    >>> p.cells, p.bytes["layer"]
+    (10000, 6400000)
+    >>> h = plan_heat(area, h3_resolution=9, epsilon=1.0, neighbours=7)  # 968 cells, in fact
+    >>> h.grid_text
+    'about 1,443 H3 cells of resolution 9'
+    """
+    if (cell_m is None) == (h3_resolution is None):
+        raise ParameterError("give exactly one of cell_m and h3_resolution")
+    if cell_m is not None:
+        plan = plan_run(area, cell_m, mechanism="dbscan", epsilon=None, sensitivity=sensitivity,
+                        histogram=histogram, max_dense_cells=max_dense_cells, max_false_cells=max_false_cells)
+        per_cell = _SQUARE_LAYER_CELL_BYTES
+    else:
+        from .h3cells import H3_AREA_M2, h3_cells_estimate
+
+        cells = h3_cells_estimate(area, h3_resolution)
+        b0, b1, b2, b3 = area.polygon.bounds
+        bbox_hexes = (b2 - b0) * (b3 - b1) / H3_AREA_M2[h3_resolution]
+        width = math.sqrt(H3_AREA_M2[h3_resolution])
+        plan = RunPlan(nx=cells, ny=1, cells=cells, cell_m=width,
+                       grid_text=f"about {cells:,} H3 cells of resolution {h3_resolution}")
+        plan.bytes["H3 cells and lookup tables"] = int(cells * _H3_CELL_BYTES
+                                                       + bbox_hexes * 1.3 * _H3_TABLE_ENTRY_BYTES)
+        plan.bytes["counting"] = min(cells, _DENSE_COUNT_MAX_CELLS) * 8 + _COUNTING_FIXED_BYTES
+        dense = histogram == "dense" or (histogram == "auto" and cells <= max_dense_cells)
+        plan.expected_noisy_cells = float(cells if dense else 0)
+        if dense:
+            plan.bytes["histogram"] = cells * _DENSE_CELL_BYTES
+        per_cell = _H3_LAYER_CELL_BYTES
+    q = None
+    if epsilon is not None:
+        q = math.exp(-float(epsilon) / max(int(sensitivity), 1))
+    if plan.expected_noisy_cells < plan.cells and q is not None and 0 < q < 1:  # sparse: the released empty cells
+        from .histogram import sparse_threshold
+
+        theta = sparse_threshold(plan.cells, q, max_false_cells)
+        expected = plan.cells * math.exp(theta * math.log(q)) / (1 + q)
+        plan.expected_noisy_cells = max(plan.expected_noisy_cells, expected)
+        plan.bytes["histogram"] = max(plan.bytes.get("histogram", 0), int(expected * _SPARSE_CELL_BYTES))
+    if q is not None and 0 < q < 1:
+        plan.bytes["count intervals"] = int(_interval_points(1, q) * _INTERVAL_POINT_BYTES)
+    layer_cells = plan.expected_noisy_cells
+    plan.bytes["layer"] = int(layer_cells * per_cell)
+    if neighbours:
+        plan.bytes["hot-spot neighbourhoods"] = int(layer_cells * neighbours * _NEIGHBOUR_PAIR_BYTES)
+    if bands:
+        pixels = plan.nx * plan.ny if cell_m is not None else bbox_hexes * 2 * math.sqrt(3.0)
+        plan.bytes["smoothing"] = int(pixels * _SMOOTHING_PIXEL_BYTES)
+    return plan
+
+
 def format_bytes(n: float) -> str:
     """``n`` bytes for people (powers of 1024).
 
@@ -273,7 +367,7 @@ def check_plan(plan: RunPlan, limit_bytes=None, *, cell_option: str = "cell widt
     """
     limit = max_memory_bytes(limit_bytes)
     total = plan.total_bytes
-    grid = f"a {plan.nx:,} x {plan.ny:,} grid ({plan.cells:.3g} cells of {plan.cell_m:g} m)"
+    grid = plan.grid_text or f"a {plan.nx:,} x {plan.ny:,} grid ({plan.cells:.3g} cells of {plan.cell_m:g} m)"
     if plan.cells > MAX_GRID_CELLS:
         raise ParameterError(
             f"{grid} is too large (at most {MAX_GRID_CELLS:.0e} cells); use a larger {cell_option} "

@@ -28,10 +28,13 @@ import shapely
 from scipy import stats
 
 import dpgeo
+import dpgeo.pipeline._common
 import dpgeo.pipeline.dbscan
 import dpgeo.pipeline.run
+import dpgeo.pipeline.series
 from dpgeo import histogram
-from dpgeo.counting import reservoir
+from dpgeo.counting import CellCounts, reservoir
+from dpgeo.counting.accumulate import sum_by_id
 from dpgeo.counting.reservoir import PersonReservoir
 from dpgeo.domain import StudyArea
 from dpgeo.grid import Grid, cell_width_for_radius, neighbourhood_offsets
@@ -427,6 +430,178 @@ def end_to_end_person_cap(epsilon: float = 1.0, k: int = 8, n: int = 125, min_po
         make_source=lambda seed: itertools.count(seed * 1_000_003 + 1))
 
 
+def _one_cell_series(epsilon, sensitivity=1):
+    """A series on a study area of one 100 m cell (the only possible span is that cell) over two months."""
+    side = 100.0
+    kw = dict(epsilon=epsilon, radius_m=side * math.sqrt(2.0), min_points=5, domain=(0.0, 0.0, side, side),
+              domain_crs=CRS, crs=CRS)
+    t = int(math.ceil(dpgeo.noise_preview(sensitivity=sensitivity, **kw)["core_threshold"]))
+    months = [int(dt.timestamp()) for dt in (_utc(2014, 1, 15), _utc(2014, 2, 15))]
+    series = dict(period="month", period_start="2014-01-01", period_end="2014-03-01")
+    return side, kw, t, months, series
+
+
+def _utc(*ymd):
+    import datetime
+
+    return datetime.datetime(*ymd, tzinfo=datetime.timezone.utc)
+
+
+def _span_counts(res):
+    """The ``dp_count`` of each period's span (None where a period has none)."""
+    return tuple(int(r.layer["dp_count"].iloc[0]) if len(r.layer) else None for r in res.releases)
+
+
+def series_record(epsilon: float = 1.5, n: int = 700) -> Scenario:
+    """A monthly series (``dpgeo.dbscan_spans`` with ``time=``, two months), one record apart in one month.
+
+    Study area of one cell, so each period's only possible span is that cell
+    and its ``dp_count`` is the cell's released count; ``t`` = the public core
+    threshold. ``D``: ``t − 1`` records in January, none in February; ``D′``
+    adds one record in January. The two months are released with independent
+    noise at ε each, and the record lies in one month only, so the series is
+    ε-DP (parallel composition, docs/privacy.md §6). ``E₁`` = "January has a
+    span with ``dp_count ≥ t``": ``1/(1+q)`` vs ``q/(1+q)``; ``E₂`` = "both
+    months have one": ``E₁`` times February's ``Pr[Z ≥ t]``, the same in both,
+    so again ratio ``e^ε``. If the periods overlapped (each map counting its
+    month and the one before, the record in two releases), ``E₂`` would be
+    ``1/(1+q)²`` vs ``(q/(1+q))²``: ratio ``e^{2ε}``.
+    """
+    side, kw, t, months, series = _one_cell_series(epsilon)
+    data = {"D": t - 1, "D'": t}
+    q = math.exp(-epsilon)
+
+    def run(which, seeds):
+        m = data[which]
+        xy = np.full(m, side / 2)
+        res = dpgeo.dbscan_spans((xy, xy, CRS), time=np.full(m, months[0]), seed=next(seeds), **series, **kw)
+        return _span_counts(res)
+
+    tail_t = _dlap_tail(t, q)
+    both = lambda v: v[0] is not None and v[0] >= t and v[1] is not None and v[1] >= t  # noqa: E731
+    return Scenario(
+        "series: dbscan_spans by month, one record in one month", epsilon, n, run,
+        [(f"January has a span with dp_count >= {t}", lambda v: v[0] is not None and v[0] >= t),
+         (f"both months have a span with dp_count >= {t}", both)],
+        {"correct": [(1 / (1 + q), q / (1 + q)), (tail_t / (1 + q), tail_t * q / (1 + q))],
+         "series periods overlap (a record in two releases)": [(1 / (1 + q), q / (1 + q)),
+                                                               (1 / (1 + q) ** 2, (q / (1 + q)) ** 2)]},
+        f"one record in January: {t - 1} vs {t} records in January, none in February",
+        make_source=lambda seed: itertools.count(seed * 1_000_003 + 1))
+
+
+def series_person(epsilon: float = 2.0, k: int = 1, n: int = 700) -> Scenario:
+    """A monthly series with ``person=``, the cap K over the whole series, one person across two months apart.
+
+    One-cell study area as in :func:`series_record`, sensitivity K, ``t`` the
+    core threshold. ``D``: persons of one point each, ``t − K`` in January and
+    ``t − K`` in February. ``D′`` adds a person with K points in January and K
+    in February; the cap keeps K of their 2K points, ``j`` in January and
+    ``K − j`` in February (hypergeometric). ``E`` = "both months have a span
+    with ``dp_count ≥ t``": for every ``j``, ``Pr = q^{K−j}/(1+q) · q^j/(1+q) =
+    q^K/(1+q)²`` in ``D′`` against ``q^{2K}/(1+q)²`` in ``D``, ``q = e^{−ε/K}``:
+    ratio ``e^ε``, whatever the split — the series costs ε once. A cap counted in
+    each month (K in January *and* K in February) gives ``1/(1+q)²``: ``e^{2ε}``.
+    """
+    side, kw, t, months, series = _one_cell_series(epsilon, k)
+    base = t - k
+    assert base > 0
+    people = [f"a{i}" for i in range(2 * base)]
+    times = [months[0]] * base + [months[1]] * base
+    data = {"D": (people, times), "D'": (people + ["p"] * (2 * k), times + [months[0]] * k + [months[1]] * k)}
+    q = math.exp(-epsilon / k)
+
+    def run(which, seeds):
+        who, when = data[which]
+        xy = np.full(len(who), side / 2)
+        res = dpgeo.dbscan_spans((xy, xy, CRS), time=np.asarray(when), person=np.asarray(who),
+                                 max_points_per_person=k, seed=next(seeds), **series, **kw)
+        return _span_counts(res)
+
+    both = lambda v: v[0] is not None and v[0] >= t and v[1] is not None and v[1] >= t  # noqa: E731
+    return Scenario(
+        f"series: dbscan_spans by month, one person across months, cap K = {k} over the series", epsilon, n, run,
+        [(f"both months have a span with dp_count >= {t}", both)],
+        {"correct": [(q ** k / (1 + q) ** 2, q ** (2 * k) / (1 + q) ** 2)],
+         "series cap counted per period": [(1 / (1 + q) ** 2, q ** (2 * k) / (1 + q) ** 2)]},
+        f"one person with {k} point(s) in January and {k} in February ({k} kept over the series)",
+        make_source=lambda seed: itertools.count(seed * 1_000_003 + 1))
+
+def _next_seed(seeds):
+    """The next seed of a seeded audit; ``None`` (the default CSPRNG, fresh OS entropy) when the audit hands a
+    noise source instead (``benchmarks/audit_privacy.py`` without ``--seed``)."""
+    return next(seeds) if hasattr(seeds, "__next__") else None
+
+
+def end_to_end_heat(epsilon: float = 1.0, k: int = 4, n: int = 200) -> Scenario:
+    """``dpgeo.heat`` on H3 cells (resolution 9) with ``person=``, ``max_points_per_person=K``, one person apart.
+
+    The study area is a small box around one H3 cell ``c`` (a few cells
+    intersect it); every point lies at ``c``'s centre. ``D``: person a with 20
+    points (K kept) and persons of at most K points, ``m`` kept points in all;
+    ``D′`` adds a person with 2K points (K kept). ``S`` = "``c``'s released
+    count (``dp_count_raw``) ≥ m + K": ``Pr[S | D′] = Pr[Z ≥ 0] = 1/(1+q)``,
+    ``Pr[S | D] = Pr[Z ≥ K] = q^K/(1+q)``, ``q = e^{−ε/K}``, ratio ``e^ε``.
+    Seeds are passed through ``seed=`` (none in the benchmark's unseeded audit).
+    """
+    import h3
+
+    cell = h3.latlng_to_cell(44.97, -93.26, 9)
+    lat, lon = h3.cell_to_latlng(cell)
+    box = (lon - 0.002, lat - 0.0015, lon + 0.002, lat + 0.0015)
+    person = np.array(["a"] * 20 + [f"b{i // k}" for i in range(2 * k + 1)])
+    m = k + 2 * k + 1
+    data = {"D": person, "D'": np.r_[person, ["p"] * (2 * k)]}
+
+    def run(which, seeds):
+        who = data[which]
+        res = dpgeo.heat((np.full(who.size, lon), np.full(who.size, lat), "EPSG:4326"), epsilon=epsilon,
+                         h3_resolution=9, domain=box, person=who, max_points_per_person=k, seed=_next_seed(seeds),
+                         ledger=False)
+        row = res.layer[res.layer["h3"] == cell]
+        return int(row["dp_count_raw"].iloc[0])
+
+    def law(q):
+        return [(1 / (1 + q), q**k / (1 + q))]
+
+    return Scenario(
+        f"end to end: heat on H3 cells, person cap K = {k}", epsilon, n, run,
+        [(f"released count of c >= {m + k}", lambda v: v >= m + k)],
+        {"correct": law(math.exp(-epsilon / k)), "pipeline sensitivity not scaled by K": law(math.exp(-epsilon))},
+        f"one person ({2 * k} points, {k} kept) in H3 cell c: {m} vs {m + k} kept points",
+        make_source=lambda seed: itertools.count(seed * 1_000_003 + 1))
+
+
+def end_to_end_hotspots(epsilon: float = 1.0, n: int = 500) -> Scenario:
+    """``dpgeo.hotspots`` on square cells (the count release under the Gi* classes), one record apart.
+
+    A 4 × 4 study area of 100 m cells; ``D`` has 3 points in cell ``c`` and 5
+    elsewhere, ``D′`` one more in ``c``. ``S`` = "``c``'s released count ≥ 4":
+    ``Pr[S | D′] = 1/(1+q)``, ``Pr[S | D] = q/(1+q)``, ``q = e^{−ε}``. (The
+    classes are post-processing of these counts.)
+    """
+    kw = dict(epsilon=epsilon, cell_m=100.0, domain=(0.0, 0.0, 400.0, 400.0), domain_crs=CRS, crs=CRS)
+    xs = np.array([150.0, 150.0, 150.0, 50.0, 350.0, 350.0, 250.0, 50.0])
+    ys = np.array([150.0, 150.0, 150.0, 50.0, 350.0, 50.0, 250.0, 350.0])
+    data = {"D": (xs, ys), "D'": (np.r_[xs, 150.0], np.r_[ys, 150.0])}
+    c = 1 * 4 + 1  # the cell (1, 1): x 100–200, y 100–200
+
+    def run(which, seeds):
+        x, y = data[which]
+        res = dpgeo.hotspots((x, y, CRS), seed=_next_seed(seeds), ledger=False, **kw)
+        return int(res.layer.loc[res.layer["cell_id"] == c, "dp_count_raw"].iloc[0])
+
+    def law(q):
+        return [(1 / (1 + q), q / (1 + q))]
+
+    q = math.exp(-epsilon)
+    return Scenario(
+        "end to end: hotspots on square cells", epsilon, n, run, [("released count of c >= 4", lambda v: v >= 4)],
+        {"correct": law(q), "release noise scale x1/2": law(q * q)},
+        "one record (1 point) in cell c: 3 vs 4 points",
+        make_source=lambda seed: itertools.count(seed * 1_000_003 + 7))
+
+
 def auto_spans(epsilon: float = 1.0, n: int = 1500, points: int = 40) -> Scenario:
     """Spans without a radius (``auto``): the noisy total and the histogram together, one record apart.
 
@@ -471,6 +646,10 @@ def all_scenarios() -> dict[str, Callable[[], Scenario]]:
         "privthr-z": privthr_nonpositive,
         "privthr-em": privthr_em,
         "e2e-cap": end_to_end_person_cap,
+        "series": series_record,
+        "series-person": series_person,
+        "e2e-heat": end_to_end_heat,
+        "e2e-hotspots": end_to_end_hotspots,
         "auto": auto_spans,
     }
 
@@ -559,7 +738,7 @@ def _contribution_without_k(person, max_points_per_person, sensitivity, _orig=No
     return (1 if cap is not None else s), cap
 
 
-def _no_cap(person, keys, k):
+def _no_cap(person, keys, k, group=None):
     return np.ones(np.asarray(keys).size, dtype=bool)
 
 
@@ -570,8 +749,9 @@ def _memo_noise_bound(**kw):
 _NOISE_BOUND = functools.lru_cache(maxsize=64)(dbscan.noise_bound)
 
 
-#: Pipeline modules that bind the contribution bound (the one release pipeline).
-_PIPELINE_MODULES = (dpgeo.pipeline.run,)
+#: Pipeline modules that bind the contribution bound (the one release pipeline and the series: both take the
+#: bound from pipeline/_common.py's contribution()).
+_PIPELINE_MODULES = (dpgeo.pipeline._common,)
 #: Modules that bind the count step and the sensitivity table (patched wherever bound).
 _COUNT_MODULES = (m_privqt, m_privthr, m_privthr_em)
 _SENS_MODULES = (m_transform, m_privthr, m_privthr_em)
@@ -618,9 +798,33 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
         "pipeline sensitivity not scaled by K":
             lambda: _patched_everywhere(_PIPELINE_MODULES, "_contribution",
                                         lambda o: functools.partial(_contribution_without_k, _orig=o)),
+        "series periods overlap (a record in two releases)":
+            lambda: _patched(CellCounts, "by_period", _overlapping_periods(CellCounts.by_period)),
+        "series cap counted per period":
+            lambda: _patched(dpgeo.pipeline.series, "count_points",
+                             functools.partial(_cap_per_period, _orig=dpgeo.pipeline.series.count_points)),
+        # the count release of the pipeline (heat layers, hot spots, spans) draws from the histogram it binds
+        "release noise scale x1/2":
+            lambda: _patched_everywhere((dpgeo.pipeline.dbscan,), "dense_histogram",
+                                        lambda o: _scale_epsilon(o, 2)),
     }
 
 
+def _overlapping_periods(orig):
+    """Each period's counts plus the period before's: windows that overlap, so a record is in two releases."""
+    def by_period(self):
+        parts = orig(self)
+        out = [parts[0]]
+        for prev, cur in zip(parts, parts[1:]):
+            ids, counts = sum_by_id(np.r_[prev.cell_id, cur.cell_id], np.r_[prev.count, cur.count])
+            out.append(dataclasses.replace(cur, cell_id=ids, count=counts))
+        return out
+    return by_period
+
+
+def _cap_per_period(*a, _orig=None, **kw):
+    kw["cap_per_period"] = kw.get("cap") is not None
+    return _orig(*a, **kw)
 def _total_at_histogram_share(orig):
     def f(*a, **kw):
         kw["epsilon"] = kw["epsilon"] * (1.0 - m_auto.TOTAL_SHARE) / m_auto.TOTAL_SHARE

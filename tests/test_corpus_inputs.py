@@ -36,6 +36,8 @@ RUNS = {
     "spans": ["--epsilon", "1", "--radius", "150", "--min-points", "40"],
     "wavecluster": ["--epsilon", "1", "--cell", "200"],
     "kmeans": ["--epsilon", "1", "--k", "3"],
+    "heat": ["--epsilon", "1", "--h3", "8"],
+    "hotspots": ["--epsilon", "1", "--cell", "500"],
 }
 
 
@@ -236,7 +238,7 @@ def test_awkward_input_file_is_refused(case, data, tmp_path, env):
     no(data, tmp_path, env, *args, mention=mention)
 
 
-@pytest.mark.parametrize("cmd", ["wavecluster", "kmeans"])
+@pytest.mark.parametrize("cmd", ["wavecluster", "kmeans", "heat", "hotspots"])
 @pytest.mark.parametrize("case", ["no_header.csv", "lat/lon swapped (csv)", "multi-layer geopackage"])
 def test_every_command_refuses_the_same_way(cmd, case, data, tmp_path, env):
     args, mention = FILE_CASES[case]

@@ -123,3 +123,26 @@ def test_dask_dataframe_input(client, data):
         assert b.diagnostics["dropped_by_reason"] == {"lon_out_of_range": 1}
     c = count_points(ddf, scheduler=client, person="pid", cap=3, rng=np.random.default_rng(1), **kw)
     assert c.n_points == 900
+
+
+def test_a_series_counts_the_same_on_the_cluster(client, tmp_path, small_fragments):
+    """Every point in its (period, cell) on the workers: the same per-period counts as in one process; the person
+    cap over the series and per period, drawn on the client."""
+    from dpgeo.counting.times import TimeSpec
+    from dpgeo.periods import make_periods
+
+    g = gpd.read_file(SAMPLE_POINTS)
+    df = pd.DataFrame({"lon": g.geometry.x, "lat": g.geometry.y, "when": g["date"], "pid": np.arange(len(g)) % 200})
+    path = tmp_path / "timed.parquet"
+    df.to_parquet(path, row_group_size=4000)
+    spec = TimeSpec("when", make_periods("quarter", "2017-01-01", "2018-01-01"))
+    kw = dict(grid_for=lambda a: Grid(a, 100.0), domain=AREA, time=spec)
+    a = count_points(path, **kw)
+    b = count_points(path, scheduler=client, **kw)
+    np.testing.assert_array_equal(a.cell_id, b.cell_id)
+    np.testing.assert_array_equal(a.count, b.count)
+    assert [p.n_points for p in a.by_period()] == [p.n_points for p in b.by_period()]
+    for per_period, kept in ((False, 200 * 3), (True, 200 * 4 * 3)):
+        c = count_points(path, person="pid", cap=3, rng=np.random.default_rng(1), scheduler=client,
+                         cap_per_period=per_period, **kw)
+        assert c.n_points == kept  # each of the 200 persons has more than 3 points in every quarter

@@ -45,7 +45,10 @@ def test_cli_options_are_the_declared_parameters(mech):
     shared = {"help", "input", "output", "layer", "x", "y", "input_crs", "out_crs", "engine", "scheduler", "basemap",
               "basemap_attribution", "epsilon", "max_points_per_record", "person", "max_points_per_person", "seed",
               "max_memory", "dataset", "ledger", "unattended", "domain", "domain_crs", "crs", "domain_from_data",
-              "quiet", "json", "title"}
+              "quiet", "json", "title",
+              # a map series (pipeline/series.py): every release command takes them
+              "time", "period", "period_start", "period_end", "timezone", "time_format", "person_accounting",
+              "append", "per_period_files", "cumulative"}
     declared = {p.cli_dest for p in mech.offered("cli")}
     assert set(actions) - declared <= shared, set(actions) - declared - shared
 
@@ -61,7 +64,8 @@ def test_service_inputs_are_the_declared_parameters(mech):
         assert desc["minOccurs"] == (1 if p.required else 0)
         assert desc["description"] == p.help
     extra = set(proc.inputs) - {p.name for p in mech.offered("service")}
-    assert extra <= {"dataset", "epsilon", "title"}
+    series = {"time", "period", "period_start", "period_end", "person_accounting", "append", "cumulative"}
+    assert extra <= {"dataset", "epsilon", "title"} | series
 
 
 @pytest.mark.parametrize("mech", [m for m in MECHANISMS if m.entry_point], ids=lambda m: m.name)

@@ -221,3 +221,72 @@ def test_unattended_stderr_is_the_same_byte_for_byte_whatever_the_data(tmp_path,
         seen[name] = p.stderr
     assert seen["normal"] == seen["empty"] == seen["all bad"], seen
     assert b"usable" not in seen["normal"] and b"do not publish" not in seen["normal"]
+
+
+# -- heat layers and hot spots: the same guarantees -------------------------------------------------------------------
+
+#: heat metadata computed from the released counts (DP post-processing): allowed to differ between inputs
+HEAT_DP_DERIVED = DP_DERIVED | {"hotspot_cutoffs", "hotspot_variance", "hotspot_counts", "bands",
+                                "bands_levels_per_cell"}
+
+
+@pytest.mark.parametrize("run", ["heat", "heat-h3-bands", "hotspots"])
+def test_unattended_heat_layers_and_metadata_do_not_depend_on_the_data(run):
+    lonlat = dict(domain=(-93.33, 44.89, -93.19, 45.06))
+
+    def go(x, y):
+        pts = (x, y, "EPSG:4326")
+        if run == "heat":
+            return dpgeo.heat(pts, epsilon=1.0, cell_m=500, seed=3, unattended=True, **lonlat)
+        if run == "heat-h3-bands":
+            return dpgeo.heat(pts, epsilon=1.0, h3_resolution=8, bands=3, seed=3, unattended=True, **lonlat)
+        return dpgeo.hotspots(pts, epsilon=1.0, h3_resolution=8, fdr=True, seed=3, unattended=True, **lonlat)
+
+    rng = np.random.default_rng(2)
+    with_data = go(rng.normal(-93.26, 0.01, 3000), rng.normal(44.97, 0.01, 3000))
+    without = go(np.full(50, 10.0), np.full(50, 10.0))
+    assert with_data.diagnostics.get("owner_warnings") is None
+    assert "none of the 50 usable points" in without.diagnostics["owner_warnings"][0]
+    a, b = with_data.metadata, without.metadata
+    assert set(a) == set(b)
+    for key in set(a) - HEAT_DP_DERIVED:
+        assert json.dumps(a[key], sort_keys=True) == json.dumps(b[key], sort_keys=True), key
+    assert list(with_data.layer.columns) == list(without.layer.columns)
+    if run != "heat-h3-bands":  # every cell of the study area, whatever the data
+        assert len(with_data.layer) == len(without.layer) == a["n_cells"]
+    assert "none of the" not in json.dumps(b)
+
+
+_API_HEAT = """
+import sys, dpgeo
+kw = dict(h3_resolution=8, bands=3) if sys.argv[2] == "heat" else dict(cell_m=500, fdr=True)
+getattr(dpgeo, sys.argv[2])("in.csv", epsilon=1.0, domain=(-93.33, 44.89, -93.19, 45.06), unattended=True,
+                            **({"dataset": sys.argv[1]} if sys.argv[1] else {}), **kw).to_file("o.geojson")
+"""
+
+
+@pytest.mark.parametrize("how", ["cli", "cli unnamed", "api unnamed"])
+@pytest.mark.parametrize("command", ["heat", "hotspots"])
+def test_unattended_heat_stderr_is_the_same_byte_for_byte_whatever_the_data(tmp_path, how, command):
+    """As for the spans: a normal input, an empty one and one whose every record is bad give the same stderr."""
+    env = dict(os.environ, DPGEO_LEDGER=str(tmp_path / "ledger.sqlite"))
+    named = "unnamed" not in how
+    opts = ["--h3", "8", "--bands", "3"] if command == "heat" else ["--cell", "500", "--fdr"]
+    seen = {}
+    for name, text in _three_inputs().items():
+        for f in tmp_path.glob("ledger.sqlite*"):
+            f.unlink()
+        (tmp_path / "o.geojson").unlink(missing_ok=True)
+        (tmp_path / "in.csv").write_text(text)
+        if how.startswith("api"):
+            cmd = [sys.executable, "-c", _API_HEAT, "pts" if named else "", command]
+        else:
+            cmd = [os.path.join(os.path.dirname(sys.executable), "dpgeo"), command, "in.csv", "-o", "o.geojson",
+                   "--epsilon", "1", "--domain=-93.33,44.89,-93.19,45.06", "--unattended", *opts] + \
+                (["--dataset", "pts"] if named else [])
+        p = subprocess.run(cmd, capture_output=True, cwd=tmp_path, env=env, check=False)
+        assert p.returncode == 0, p.stderr.decode()
+        assert json.loads((tmp_path / "o.geojson").read_text())["dpgeo"]["differentially_private"] is True
+        seen[name] = p.stderr
+    assert seen["normal"] == seen["empty"] == seen["all bad"], seen
+    assert b"usable" not in seen["normal"] and b"do not publish" not in seen["normal"]

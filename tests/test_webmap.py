@@ -765,3 +765,153 @@ def test_firefox_opens_the_map(private, tmp_path):
     assert len(np.unique(img.reshape(-1, 3), axis=0)) > 50
     for c in _expected_fills(private, top=2):
         assert _has_colour(img, _blend(c, MAP_BG), tol=8), c
+
+
+# -- a map series: the time slider and the small multiples -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def series():
+    """A monthly series of the sample (three months of 2017; marked NOT private: fixed seed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = dpgeo.read_points(SAMPLE_POINTS)
+        rng = np.random.default_rng(5)
+        month = rng.integers(0, 3, t.x.size)  # the sample has no time column: months at random
+        times = np.array(["2017-01-15", "2017-02-15", "2017-03-15"])[month]
+        return dpgeo.dbscan_spans((t.x, t.y, t.crs), seed=3, time=times, period="month", period_start="2017-01-01",
+                                  period_end="2017-05-01", **SPANS)
+
+
+def test_series_html_has_a_time_slider_that_shows_one_period_at_a_time(series, tmp_path, open_map):
+    series.to_file(tmp_path / "series.html", basemap="none")
+    m = open_map(tmp_path / "series.html")
+    assert m.errors == [] and m.page.evaluate("window.cspViolations") == [] and m.other_requests() == []
+    per = series.layer.groupby("period").size().to_dict()
+    assert series.periods == ["2017-01", "2017-02", "2017-03", "2017-04"] and "2017-04" not in per
+
+    def state():
+        return (m.page.get_attribute("html", "data-dpgeo-period"), m.page.evaluate(
+            "window.dpgeoClusters.getLayers().map(l => l.feature.properties.period)"), m.page.title(),
+                m.page.text_content("#dpgeo-legend .dp-title"))
+
+    period, shown, title, heading = state()
+    assert period == "2017-01" and set(shown) == {"2017-01"} and len(shown) == per["2017-01"]
+    assert title.startswith("2017-01 — ") and heading.endswith("— 2017-01")
+    m.page.fill("#dpgeo-slider", "3")
+    m.page.dispatch_event("#dpgeo-slider", "input")
+    period, shown, title, heading = state()
+    assert period == "2017-04" and shown == [] and "No clusters in 2017-04" in m.page.text_content(
+        "#dpgeo-legend")  # an empty period is a frame like any other
+    m.page.click("#dpgeo-play")
+    assert "Pause" in m.page.text_content("#dpgeo-play")
+    m.page.wait_for_selector("html[data-dpgeo-period='2017-01']", state="attached", timeout=10_000)  # wrapped
+    m.page.click("#dpgeo-play")
+    assert "Play" in m.page.text_content("#dpgeo-play")
+    # the popup names the period and gives that period's dp_count
+    m.page.fill("#dpgeo-slider", "1")
+    m.page.dispatch_event("#dpgeo-slider", "input")
+    props = _click_cluster(m)
+    text = m.page.text_content(".leaflet-popup-content")
+    assert props["period"] == "2017-02"
+    assert f"— {props['period']}" in text and str(props["dp_count"]) in text and "period" in text
+    # the legend gives each cluster's count in the period shown
+    row = m.page.text_content("[data-dp-counts] >> nth=0")
+    assert row.startswith("cluster ")
+
+
+def test_series_png_has_one_panel_per_period(series, tmp_path):
+    from PIL import Image
+
+    from dpgeo.io.png import read_png_metadata
+
+    path = series.to_file(tmp_path / "series.png")
+    assert read_png_metadata(path)["series"]["n_periods"] == 4
+    one = series.releases[0].to_file(tmp_path / "one.png")
+    with Image.open(path) as a, Image.open(one) as b:
+        assert a.size != b.size  # four panels, not one map
+    # the colour of cluster 1 appears (it persists through the panels)
+    img = np.asarray(Image.open(path).convert("RGB")).astype(int)
+    i = int(palette.colour_index(np.unique(series.layer["cluster_id"]))[0])
+    assert _has_colour(img, _blend(palette.CLUSTER_COLOURS[i], (255, 255, 255)), tol=8)
+# -- heat layers and hot spots on the map -----------------------------------------------------
+
+def test_browser_draws_hot_spot_cells_in_their_classes(tmp_path, open_map):
+    """Every H3 cell is one path coloured by its gi_bin (the hot-spot palette); the legend lists the seven classes
+    with their counts, and a cell's popup names its class and its Gi* z-score."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = dpgeo.hotspots(str(SAMPLE_POINTS), epsilon=1.0, h3_resolution=8, domain=str(SAMPLE_AREA), seed=4)
+    path = tmp_path / "hot.html"
+    write_html(res.layer, path, res.metadata, basemap="none")
+    m = open_map(path)
+    assert m.page.locator("path.dp-cluster").count() == len(res.layer) > 100
+    cells = m.page.evaluate("window.dpgeoClusters.getLayers().map(l => [l.feature.properties.gi_bin, "
+                            "getComputedStyle(l._path).fill])")
+    for b, fill in cells:
+        assert fill == "rgb(%d, %d, %d)" % palette.hex_to_rgb(palette.HOTSPOT_COLOURS[b])
+    legend = m.page.inner_text("#dpgeo-legend")
+    for b, label in palette.HOTSPOT_LABELS.items():
+        assert f"{label} ({int((res.layer['gi_bin'] == b).sum()):,})" in legend
+    hot = m.page.evaluate("""() => {
+        for (const l of window.dpgeoClusters.getLayers()) {
+            if (l.feature.properties.gi_bin !== 3) continue;
+            const r = l._path.getBoundingClientRect();
+            const x = r.left + r.width / 2, y = r.top + r.height / 2;
+            if (document.elementFromPoint(x, y) === l._path) return [x, y];
+        }
+        return null;
+    }""")
+    assert hot is not None
+    m.page.mouse.click(*hot)
+    m.page.wait_for_selector(".leaflet-popup-content .dp-popup", timeout=5000)
+    text = m.page.inner_text(".leaflet-popup-content")
+    assert "hot spot 99%" in text and "Gi* z" in text and "dp_count" in text
+    assert m.other_requests() == [] and m.errors == []
+
+
+def test_browser_draws_h3_hexagons_far_north_and_a_count_legend(tmp_path, open_map):
+    """At 70° N (Tromsø) every hexagon is drawn as one six-sided path, near-regular on the web map's
+    Mercator, and the legend gives the dp_count classes of the library's palette."""
+    rng = np.random.default_rng(6)
+    lon, lat = rng.normal(18.95, 0.02, 4000), rng.normal(69.65, 0.008, 4000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=1.0, h3_resolution=8, domain=(18.85, 69.6, 19.05, 69.7),
+                         seed=2)
+    path = tmp_path / "north.html"
+    write_html(res.layer, path, res.metadata, basemap="none")
+    m = open_map(path)
+    assert m.page.locator("path.dp-cluster").count() == len(res.layer) > 20
+    shapes = m.page.evaluate("window.dpgeoClusters.getLayers().map(l => [l._path.getAttribute('d'), "
+                             "l._path.getBBox().width, l._path.getBBox().height])")
+    for d, w, h in shapes:
+        assert len(re.findall("[Ll]", d)) == 5 and len(re.findall("[Mm]", d)) == 1  # one ring of six corners
+        assert 0.8 < w / h < 1.3  # Mercator is conformal: the hexagon keeps its shape
+    lower, upper, _ = palette.count_classes(res.layer["dp_count"].to_numpy())
+    legend = m.page.inner_text("#dpgeo-legend")
+    for a, b in zip(lower.tolist(), upper.tolist()):
+        assert (f"dp_count {a:,}" if a == b else f"dp_count {a:,}–{b:,}") in legend
+    assert m.errors == []
+
+
+def test_png_of_hot_spots_and_bands_uses_their_palettes(tmp_path):
+    """The PNG fills hot-spot cells with the hot-spot palette and bands with the sequential one (the same
+    colours as the HTML map and QGIS), over white."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hot = dpgeo.hotspots(str(SAMPLE_POINTS), epsilon=1.0, cell_m=300.0, domain=str(SAMPLE_AREA), seed=4)
+        bands = dpgeo.heat(str(SAMPLE_POINTS), epsilon=1.0, h3_resolution=9, bands=4, domain=str(SAMPLE_AREA),
+                           seed=4)
+    img = np.asarray(Image.open(write_png(hot.layer, tmp_path / "hot.png", hot.metadata)).convert("RGB"))
+    for b in (3, 0, -2):
+        assert (hot.layer["gi_bin"] == b).sum() > 3
+        assert _has_colour(img, _blend(palette.HOTSPOT_COLOURS[b], (255, 255, 255), palette.CELL_FILL_OPACITY),
+                           tol=8), b
+    img = np.asarray(Image.open(write_png(bands.layer, tmp_path / "bands.png", bands.metadata)).convert("RGB"))
+    idx = palette.band_colour(bands.layer["band"].to_numpy(), len(bands.layer))
+    for i in idx:
+        assert _has_colour(img, _blend(palette.SEQUENTIAL_COLOURS[i], (255, 255, 255), palette.CELL_FILL_OPACITY),
+                           tol=8), i
+    assert read_layer_metadata(tmp_path / "bands.png")["bands"] == len(bands.layer)

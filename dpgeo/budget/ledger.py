@@ -18,10 +18,11 @@ from .._dates import today as _today
 from .._version import __version__
 from ..errors import LedgerError, ParameterError
 from . import datasets as _ds
+from . import series as _series
 from .amounts import _check_name, exact_value, format_exact
 from .location import _default_path as _default_ledger_path
 from .location import _os_user, ledger_path
-from .records import DatasetBudget, ReleaseRecord, check_fits
+from .records import DatasetBudget, ReleaseRecord, check_fits, series_cost
 from .reservation import Reservation
 from .store import LEDGER_ENV, Store
 
@@ -131,7 +132,8 @@ class Ledger:
                          "WHERE name = ?", (format_exact(tot_e), format_exact(tot_d), today, by, dataset))
             return self._budget(conn, dataset)
 
-    def reserve(self, dataset, *, epsilon, delta=0, mechanism, analyst=None, release_id=None) -> Reservation:
+    def reserve(self, dataset, *, epsilon, delta=0, mechanism, analyst=None, release_id=None, periods=None,
+                composition=None, unit=None) -> Reservation:
         """Charge a release to ``dataset`` before any private data is read; refuse it beyond the total.
 
         The charge is committed (and counts as spent) when this returns.
@@ -154,6 +156,15 @@ class Ledger:
             The id to record it under (32 lowercase hex digits, random): a
             supervisor that must find the charge again after its run is killed
             chooses it before the charge exists. Default: a fresh random id.
+        periods : list of (int, int, str), optional
+            A **series**: its public periods ``(start, end, label)`` (seconds
+            since the epoch, UTC, end excluded; in order, disjoint), recorded with
+            the one release row. ``epsilon`` is then the ε of each period.
+        composition : {"parallel", "one-pass", "sequential"}, optional
+            With ``periods``: how they compose (``dpgeo.budget.records.COMPOSITIONS``). The series is
+            charged ε once (``parallel``, ``one-pass``) or ε per period (``sequential``).
+        unit : str, optional
+            With ``periods``: the privacy unit, ``"record:c"`` or ``"person:K"`` (an append must keep it).
 
         Raises
         ------
@@ -163,6 +174,11 @@ class Ledger:
             The ledger cannot be used, or ``release_id`` is taken; nothing is charged.
         """
         _check_name(dataset, "the dataset name")
+        if periods is not None:
+            periods = _series.check_periods(periods)
+            _series.check_composition(composition, unit)
+        elif composition is not None:
+            raise ParameterError("a composition is for a series: give its periods")
         _check_name(mechanism, "the mechanism")
         analyst = _check_name(analyst, "the analyst") if analyst is not None else _os_user()
         eps = exact_value(epsilon, "epsilon")
@@ -181,20 +197,90 @@ class Ledger:
             new = conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)",
                                (dataset, today)).rowcount == 1
             before = self._budget(conn, dataset, releases=False)
-            check_fits(before, eps, dlt)
+            cost_e, cost_d = series_cost(composition, eps, dlt, "reserved", len(periods or ()))
+            check_fits(before, cost_e, cost_d)
             conn.execute("INSERT INTO releases (release_id, dataset, status, date, mechanism, epsilon, delta, analyst, "
-                         "dpgeo_version) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?, ?)",
+                         "dpgeo_version, composition, unit) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?)",
                          (release_id, dataset, today, mechanism, format_exact(eps), format_exact(dlt), analyst,
-                          __version__))
-        return self.reservation_type(self, release_id=release_id, dataset=dataset, epsilon=eps, delta=dlt,
-                                     mechanism=mechanism, analyst=analyst, date=today, new_dataset=new,
-                                     total_epsilon=before.total_epsilon, total_delta=before.total_delta,
-                                     spent_epsilon=before.spent_epsilon + eps, spent_delta=before.spent_delta + dlt)
+                          __version__, composition, unit if periods is not None else None))
+            if periods is not None:
+                _series.insert_periods(conn, release_id, release_id, periods, format_exact(eps), today)
+        r = self.reservation_type(self, release_id=release_id, dataset=dataset, epsilon=eps, delta=dlt,
+                                  mechanism=mechanism, analyst=analyst, date=today, new_dataset=new,
+                                  total_epsilon=before.total_epsilon, total_delta=before.total_delta,
+                                  spent_epsilon=before.spent_epsilon + cost_e, spent_delta=before.spent_delta + cost_d)
+        r.series_id = release_id if periods is not None else None
+        r.cost_epsilon = cost_e
+        return r
+
+    def append_periods(self, series_id, *, dataset, periods, epsilon, composition, unit, delta=0, analyst=None,
+                       run_id=None) -> Reservation:
+        """Append later periods to a completed series, under the series' own accounting.
+
+        The rows are written as a charge of their own (``run_id``), with the
+        lifecycle of :meth:`reserve`: cancelled if the run fails before any noise
+        is drawn (the periods may then be appended again), failed after. What
+        it spends: nothing for a ``parallel`` series (one record lies in one
+        period; docs/privacy.md §6) — provided the periods are disjoint from
+        every period of the series and ``epsilon`` is at most the series' ε;
+        ε per period for a ``sequential`` one (checked against the total). A
+        ``one-pass`` series takes no appended period.
+
+        Raises
+        ------
+        ParameterError
+            The append would break the series' accounting (another dataset, a larger ε, an overlapping
+            period, another privacy unit, a series not completed or not a series); nothing is recorded.
+        BudgetExceededError
+            A ``sequential`` series' new periods would exceed the dataset's total.
+        """
+        _check_name(dataset, "the dataset name")
+        analyst = _check_name(analyst, "the analyst") if analyst is not None else _os_user()
+        periods = _series.check_periods(periods)
+        _series.check_composition(composition, unit)
+        eps, dlt = exact_value(epsilon, "epsilon"), exact_value(delta, "delta")
+        if eps <= 0:
+            raise ParameterError(f"epsilon (the privacy budget) must be > 0, got {format_exact(eps)}")
+        run_id = secrets.token_hex(16) if run_id is None else run_id
+        if not isinstance(run_id, str) or not RELEASE_ID.match(run_id):
+            raise ParameterError(f"a release id is 32 lowercase hex digits, got {run_id!r}")
+        with self._operation(write=True, consequence="nothing was charged or released") as conn:
+            today = _today()
+            series = self._series(conn, series_id)
+            if series is None:
+                raise ParameterError(f"there is no series {series_id} in the ledger {self.path}")
+            target = _ds.target(conn, dataset)
+            why = _series.append_refusal(series, target, composition, unit, eps, periods, format_exact)
+            if why:
+                raise ParameterError(why)
+            before = self._budget(conn, target, releases=False)
+            cost_e, cost_d = (eps * len(periods), dlt * len(periods)) if composition == "sequential" else (0, 0)
+            check_fits(before, cost_e, cost_d)
+            _series.insert_periods(conn, series_id, run_id, periods, format_exact(eps), today)
+        r = self.reservation_type(self, release_id=run_id, dataset=target, epsilon=eps, delta=dlt,
+                                  mechanism=series.mechanism, analyst=analyst, date=today, new_dataset=False,
+                                  total_epsilon=before.total_epsilon, total_delta=before.total_delta,
+                                  spent_epsilon=before.spent_epsilon + cost_e, spent_delta=before.spent_delta + cost_d)
+        r.series_id = series_id
+        r.cost_epsilon = cost_e
+        r.appended = True
+        return r
+
+    def series(self, series_id) -> ReleaseRecord | None:
+        """The ledger's record of a series (its periods included), or None."""
+        with self._operation(write=False) as conn:
+            return None if conn is None else self._series(conn, series_id)
+
+    def _series(self, conn, series_id):
+        row = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs, "
+                           "composition, unit FROM releases WHERE release_id = ?", (series_id,)).fetchone()
+        return None if row is None else self._record(row, conn)
 
     def add_outputs(self, release_id, outputs):
         """Record more files (or URLs) written from an already charged release; spends nothing."""
         outputs = [_check_name(os.fspath(o), "an output") for o in outputs]
         with self._operation(write=True, consequence="the outputs were not recorded; the release is unaffected") as conn:
+            release_id = self._series_of_run(conn, release_id)
             row = conn.execute("SELECT status, outputs FROM releases WHERE release_id = ?", (release_id,)).fetchone()
             if row is None or row[0] == "cancelled":
                 raise LedgerError(f"release {release_id} is not a charged release in the ledger {self.path}")
@@ -228,10 +314,18 @@ class Ledger:
         outputs = None if outputs is None else [_check_name(os.fspath(o), "an output") for o in outputs]
         with self._operation(write=True, consequence=f"release {release_id} was not marked {status}") as conn:
             row = conn.execute("SELECT status FROM releases WHERE release_id = ?", (release_id,)).fetchone()
-            if row is None or row[0] != "reserved":
-                return None if row is None else row[0]
+            if row is None:  # the run that appended periods to a series
+                got = conn.execute("SELECT status FROM release_periods WHERE run_id = ? LIMIT 1",
+                                   (release_id,)).fetchone()
+                if got is None or got[0] != "reserved":
+                    return None if got is None else got[0]
+                _series.set_period_status(conn, release_id, status)
+                return status
+            if row[0] != "reserved":
+                return row[0]
             conn.execute("UPDATE releases SET status = ?, outputs = coalesce(?, outputs) WHERE release_id = ?",
                          (status, None if outputs is None else json.dumps(outputs), release_id))
+            _series.set_period_status(conn, release_id, status)
             return status
 
     def _set_status(self, release_id, status, outputs=None):
@@ -242,10 +336,25 @@ class Ledger:
             cur = conn.execute("UPDATE releases SET status = ?, outputs = coalesce(?, outputs) "
                                "WHERE release_id = ? AND status = 'reserved'",
                                (status, None if outputs is None else json.dumps(list(outputs)), release_id))
-            if cur.rowcount != 1:
+            n = _series.set_period_status(conn, release_id, status)  # a series' periods, or an append's
+            if cur.rowcount != 1 and n == 0:
                 raise LedgerError(f"release {release_id} is no longer reserved in the ledger {self.path}")
+            if cur.rowcount != 1 and outputs:  # an append: its files are the series'
+                series_id = self._series_of_run(conn, release_id)
+                have = json.loads(conn.execute("SELECT outputs FROM releases WHERE release_id = ?",
+                                               (series_id,)).fetchone()[0])
+                have += [o for o in outputs if o not in have]
+                conn.execute("UPDATE releases SET outputs = ? WHERE release_id = ?", (json.dumps(have), series_id))
 
     # reading ----------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _series_of_run(conn, run_id):
+        """The release a run id belongs to: itself, or the series an append added periods to."""
+        if conn.execute("SELECT 1 FROM releases WHERE release_id = ?", (run_id,)).fetchone():
+            return run_id
+        row = conn.execute("SELECT release_id FROM release_periods WHERE run_id = ? LIMIT 1", (run_id,)).fetchone()
+        return run_id if row is None else row[0]
 
     def _budget(self, conn, dataset, releases=True):
         dataset = _ds.target(conn, dataset)
@@ -258,16 +367,19 @@ class Ledger:
             tot_d = Fraction(0)
         totals = {"total_epsilon": tot_e, "total_delta": tot_d, "total_set_date": row[2], "total_set_by": row[3]}
         if not releases:  # only what the cap check needs
-            rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {where} AND status <> 'cancelled'",
-                                keys).fetchall()
-            spent_e = sum((self._parse(r[0]) for r in rows), Fraction(0))
-            spent_d = sum((self._parse(r[1]) for r in rows), Fraction(0))
+            rows = conn.execute("SELECT epsilon, delta, status, composition, (SELECT count(*) FROM release_periods p "
+                                "WHERE p.release_id = r.release_id AND p.status IN ('reserved', 'completed', 'failed'))"
+                                f" FROM releases r WHERE {where} AND (status <> 'cancelled' OR composition = "
+                                "'sequential')", keys).fetchall()
+            costs = [series_cost(r[3], self._parse(r[0]), self._parse(r[1]), r[2], r[4]) for r in rows]
+            spent_e = sum((c[0] for c in costs), Fraction(0))
+            spent_d = sum((c[1] for c in costs), Fraction(0))
             return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, **totals)
-        rows = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs "
-                            f"FROM releases WHERE {where} ORDER BY seq", keys).fetchall()
-        recs = tuple(self._record(r) for r in rows)
-        spent_e = sum((r.epsilon for r in recs if r.charged), Fraction(0))
-        spent_d = sum((r.delta for r in recs if r.charged), Fraction(0))
+        rows = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs, "
+                            f"composition, unit FROM releases WHERE {where} ORDER BY seq", keys).fetchall()
+        recs = tuple(self._record(r, conn) for r in rows)
+        spent_e = sum((r.cost[0] for r in recs), Fraction(0))
+        spent_d = sum((r.cost[1] for r in recs), Fraction(0))
         return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, releases=recs, **totals)
 
     def _parse(self, text):
@@ -282,15 +394,18 @@ class Ledger:
                               "edited outside dpgeo or is corrupt. Restore it from a backup")
         return value
 
-    def _record(self, row):
+    def _record(self, row, conn=None):
         try:
             outputs = tuple(json.loads(row[8]))
         except ValueError:
             raise LedgerError(f"the privacy-budget ledger {self.path} holds unreadable outputs for release {row[0]}"
                               ) from None
+        composition = row[9] if len(row) > 9 else None
+        periods = () if composition is None or conn is None else _series.period_records(conn, row[0], self._parse)
         return ReleaseRecord(release_id=row[0], dataset=row[1], date=row[2], mechanism=row[3],
                              epsilon=self._parse(row[4]), delta=self._parse(row[5]), analyst=row[6], status=row[7],
-                             outputs=outputs)
+                             outputs=outputs, composition=composition, unit=row[10] if len(row) > 10 else None,
+                             periods=periods)
 
     def budget(self, dataset) -> DatasetBudget:
         """The total, spent ε and δ and every release of ``dataset`` (empty for a dataset never seen)."""

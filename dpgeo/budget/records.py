@@ -8,7 +8,14 @@ from fractions import Fraction
 from ..errors import BudgetExceededError
 from .amounts import format_exact
 
-__all__ = ["ReleaseRecord", "DatasetBudget", "CHARGED", "STATUSES", "STATUS_LABELS"]
+__all__ = ["ReleaseRecord", "PeriodRecord", "DatasetBudget", "CHARGED", "STATUSES", "STATUS_LABELS", "COMPOSITIONS"]
+
+#: How the periods of a series compose (docs/privacy.md §6, "Series"):
+#: ``parallel`` — one record lies in one period: the series costs its ε once, and a later period appended with the
+#: same or a smaller ε costs nothing more; ``one-pass`` — per person, the cap counted over the whole series in one
+#: pass: the series costs ε once and takes no appended period; ``sequential`` — per person, the cap counted in each
+#: period: every period costs its ε.
+COMPOSITIONS = ("parallel", "one-pass", "sequential")
 
 #: Status of a release row: the first three count as spent.
 CHARGED = ("reserved", "completed", "failed")
@@ -16,6 +23,30 @@ STATUSES = CHARGED + ("cancelled",)
 #: How each status is shown to people (``dpgeo budget show``, the service's job status).
 STATUS_LABELS = {"reserved": "incomplete", "completed": "completed", "failed": "spent, no release",
                  "cancelled": "cancelled"}
+
+
+@dataclass(frozen=True)
+class PeriodRecord:
+    """One period of a series in the ledger: its public bounds (seconds since the epoch, UTC; end excluded),
+    label, ε, the run that released it (the series itself or an append) and that run's status."""
+
+    start: int
+    end: int
+    label: str
+    epsilon: Fraction
+    run_id: str
+    status: str
+    date: str
+
+    @property
+    def charged(self) -> bool:
+        return self.status in CHARGED
+
+    def to_dict(self) -> dict:
+        from ..periods import iso_utc
+
+        return {"period_start": iso_utc(self.start), "period_end": iso_utc(self.end), "label": self.label,
+                "epsilon": float(self.epsilon), "run_id": self.run_id, "status": self.status, "date": self.date}
 
 
 @dataclass(frozen=True)
@@ -27,6 +58,10 @@ class ReleaseRecord:
     noise may have been drawn, nothing released; shown as "spent, no
     release"); or ``"cancelled"`` (stopped before any noise was drawn: not
     charged). ``date`` is the UTC day, never a time of day.
+
+    A **series** (``composition`` set) is one row with its ``periods``
+    (:class:`PeriodRecord`); ``epsilon`` is then the ε of each period and
+    :attr:`cost` what the series spends (see :data:`COMPOSITIONS`).
     """
 
     release_id: str
@@ -38,17 +73,41 @@ class ReleaseRecord:
     analyst: str
     status: str
     outputs: tuple = ()
+    composition: str | None = None
+    unit: str | None = None
+    periods: tuple = ()
 
     @property
     def charged(self) -> bool:
         """Whether this row counts as spent."""
         return self.status in CHARGED
 
+    @property
+    def cost(self) -> tuple:
+        """``(ε, δ)`` this release spends from its dataset: its own for a release; for a series, ε once
+        (``parallel``, ``one-pass``) or ε for every charged period (``sequential``)."""
+        return series_cost(self.composition, self.epsilon, self.delta, self.status,
+                           sum(p.charged for p in self.periods))
+
     def to_dict(self) -> dict:
         """JSON-ready: ε and δ as the nearest floats."""
-        return {"release_id": self.release_id, "date": self.date, "mechanism": self.mechanism,
-                "epsilon": float(self.epsilon), "delta": float(self.delta), "analyst": self.analyst,
-                "status": self.status, "charged": self.charged, "outputs": list(self.outputs)}
+        d = {"release_id": self.release_id, "date": self.date, "mechanism": self.mechanism,
+             "epsilon": float(self.epsilon), "delta": float(self.delta), "analyst": self.analyst,
+             "status": self.status, "charged": self.charged, "outputs": list(self.outputs)}
+        if self.composition is not None:
+            d.update(composition=self.composition, privacy_unit=self.unit, spent_epsilon=float(self.cost[0]),
+                     periods=[p.to_dict() for p in self.periods])
+        return d
+
+
+def series_cost(composition, epsilon, delta, status, n_charged_periods):
+    """What a ledger row spends: ``(ε, δ)``, exact."""
+    zero = Fraction(0)
+    if composition == "sequential":
+        return epsilon * n_charged_periods, delta * n_charged_periods
+    if status not in CHARGED:
+        return zero, zero
+    return epsilon, delta
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,17 @@ class Reservation:
         The dataset's spent totals right after this charge.
     status : str
         ``"reserved"``, ``"completed"``, ``"failed"`` or ``"cancelled"`` as far as this object knows.
+    series_id : str or None
+        For a series (and for periods appended to one): the series' release id.
+    cost_epsilon : Fraction
+        What this charge spends from the dataset (a series: ε once or ε per period; an append to a
+        ``parallel`` series: 0).
+    appended : bool
+        Whether this charge appends periods to an existing series (``release_id`` is then the run's own id).
     """
+
+    series_id = None
+    appended = False
 
     def __init__(self, ledger, *, release_id, dataset, epsilon, delta, mechanism, analyst, date, new_dataset,
                  total_epsilon, total_delta, spent_epsilon, spent_delta):
@@ -59,6 +69,7 @@ class Reservation:
         self.spent_delta = spent_delta
         self.status = "reserved"
         self._noise = False
+        self.cost_epsilon = epsilon
 
     def __repr__(self):
         return (f"<Reservation {self.release_id} of {self.dataset!r}: epsilon={format_exact(self.epsilon)}, "

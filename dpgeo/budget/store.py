@@ -22,7 +22,7 @@ from ..errors import LedgerError
 #: Environment variable naming the ledger file (overrides the per-user default).
 LEDGER_ENV = "DPGEO_LEDGER"
 #: Schema version this dpgeo writes (``PRAGMA user_version``); newer files are refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: ``PRAGMA application_id`` of a dpgeo ledger (ASCII "dpgL"): tells it from other SQLite files.
 APPLICATION_ID = 0x6470674C
 
@@ -90,8 +90,36 @@ def _migrate_to_2(conn):
         inode INTEGER NOT NULL, device INTEGER NOT NULL, digest TEXT NOT NULL, sketch BLOB NOT NULL)""")
 
 
+def _migrate_to_3(conn):
+    # a series: one release row with its periods (docs/privacy.md §6, "Series"); an ordinary release has none
+    conn.execute("ALTER TABLE releases ADD COLUMN composition TEXT")  # NULL, 'parallel', 'one-pass', 'sequential'
+    conn.execute("ALTER TABLE releases ADD COLUMN unit TEXT")         # a series' privacy unit: 'record:c', 'person:K'
+    conn.execute("""CREATE TRIGGER releases_series_fixed BEFORE UPDATE OF composition, unit ON releases
+        BEGIN SELECT RAISE(ABORT, 'dpgeo ledger: a recorded charge is never changed'); END""")
+    conn.execute("""CREATE TABLE release_periods (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        release_id TEXT NOT NULL REFERENCES releases(release_id),  -- the series
+        run_id TEXT NOT NULL,               -- the run that released it: the series itself, or an append
+        period_start INTEGER NOT NULL,      -- public bounds, whole seconds since 1970-01-01 UTC; end excluded
+        period_end INTEGER NOT NULL CHECK (period_end > period_start),
+        label TEXT NOT NULL,
+        epsilon TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('reserved', 'completed', 'failed', 'cancelled')),
+        date TEXT NOT NULL)""")
+    conn.execute("CREATE INDEX release_periods_by_release ON release_periods(release_id, seq)")
+    conn.execute("CREATE INDEX release_periods_by_run ON release_periods(run_id)")
+    conn.execute("""CREATE TRIGGER release_periods_never_deleted BEFORE DELETE ON release_periods
+        BEGIN SELECT RAISE(ABORT, 'dpgeo ledger: releases are never deleted'); END""")
+    conn.execute("""CREATE TRIGGER release_periods_charge_fixed
+        BEFORE UPDATE OF seq, release_id, run_id, period_start, period_end, label, epsilon, date ON release_periods
+        BEGIN SELECT RAISE(ABORT, 'dpgeo ledger: a recorded charge is never changed'); END""")
+    conn.execute("""CREATE TRIGGER release_periods_status_forward BEFORE UPDATE OF status ON release_periods
+        WHEN NEW.status <> OLD.status AND OLD.status <> 'reserved'
+        BEGIN SELECT RAISE(ABORT, 'dpgeo ledger: only a reserved charge changes its status'); END""")
+
+
 #: Migration to each schema version from the one before (0 = an empty file).
-MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2}
+MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2, 3: _migrate_to_3}
 
 
 def migrate(conn, current):

@@ -140,6 +140,20 @@ def _releases_lines(b):
     lines = _table(rows)
     seen = {row[6] for row in rows[1:]}
     lines += [f"  {text}" for key, text in _LEGEND.items() if key in seen]
+    for r in b.releases:
+        if r.composition is None:
+            continue
+        used = [p for p in r.periods if p.status != "cancelled"]
+        span = f"{used[0].label} to {used[-1].label}" if used else "none"
+        cost = {"parallel": "epsilon once: one record lies in one period",
+                "one-pass": "epsilon once: at most K points per person over the whole series",
+                "sequential": "epsilon for every period: at most K points per person in each"}[r.composition]
+        lines.append(f"series {r.release_id}: {len(used)} period(s), {span}; {r.composition} ({cost}); spends "
+                     f"epsilon {_num(r.cost[0])}")
+        lines += [f"    {p.label}  {p.to_dict()['period_start']} to {p.to_dict()['period_end']}  epsilon "
+                  f"{_num(p.epsilon)}  {STATUS_LABELS[p.status]}" + ("" if p.run_id == r.release_id else
+                                                                      f"  (appended by {p.run_id})")
+                  for p in r.periods]
     return lines
 
 

@@ -73,12 +73,12 @@ def _cmd_compare(args):
     from ..counting.readers import read_points
     from ..formats import check_engine
 
-    from ..compare.systems import COMPARED
+    from ..compare.systems import COMPARED, required
     from .declared import param_values
 
     mech = COMPARED[args.algorithm]
     params = param_values(mech, args)
-    missing = [p.cli_flag for p in mech.offered("cli") if p.required and params[p.name] is None]
+    missing = [p.cli_flag for p in required(args.algorithm) if params.get(p.name) is None]
     if missing:
         from ..errors import ParameterError
 

@@ -13,7 +13,14 @@ import argparse
 import functools
 import json
 
-from .args import _add_domain_args, _add_engine_arg, _add_input_args, _add_privacy_args, _domain_engine
+from .args import (
+    _add_domain_args,
+    _add_engine_arg,
+    _add_input_args,
+    _add_privacy_args,
+    _add_series_args,
+    _domain_engine,
+)
 
 __all__ = ["add_mechanism_commands", "add_param_options", "param_values"]
 
@@ -76,6 +83,7 @@ def add_mechanism_commands(sub, mechanisms):
         _add_privacy_args(sp, epsilon_required=mech.epsilon_required, with_person=True)
         add_param_options(sp, mech)
         _add_domain_args(sp)
+        _add_series_args(sp)
         g = sp.add_argument_group("output")
         g.add_argument("-q", "--quiet", action="store_true", help="no progress or diagnostics")
         sp.set_defaults(func=functools.partial(_cmd_release, mech))
@@ -110,15 +118,38 @@ def _cmd_release(mech, args):
         if area is not None:
             public_plan(mech, values, area, epsilon=args.epsilon, max_memory_bytes=args.max_memory, **contribution)
 
-    prog, domain, table = _prepare_run(args, check)
+    series = series_values(args, contribution)
+    prog, domain, table = _prepare_run(args, check, series=series)
     res = run_release(mech, table, {
-        **values, **contribution, "epsilon": args.epsilon, "domain": domain, "crs": args.crs, "seed": args.seed,
-        "domain_from_data": args.domain_from_data, "unattended": args.unattended, "dataset": args.dataset,
-        "ledger": args.ledger, "progress": prog, "max_memory_bytes": args.max_memory,
+        **values, **contribution, **series, "epsilon": args.epsilon, "domain": domain, "crs": args.crs,
+        "seed": args.seed, "domain_from_data": args.domain_from_data, "unattended": args.unattended,
+        "dataset": args.dataset, "ledger": args.ledger, "progress": prog, "max_memory_bytes": args.max_memory,
         "scheduler": args.scheduler if mech.reads == "counts" else None,
     })
     report_run(res, args, write_outputs(res, args))
     return 0
+
+
+def series_values(args, contribution) -> dict:
+    """The series options of the command line (empty without --time and its companions), checked before anything
+    is opened: the periods from the public bounds, --append's file."""
+    import os
+
+    from ..errors import ParameterError
+    from ..pipeline.series import is_series, series_options
+
+    v = {"time": args.time, "period": args.period, "period_start": args.period_start, "period_end": args.period_end,
+         "timezone": args.timezone, "time_format": args.time_format, "person_accounting": args.person_accounting,
+         "cumulative": bool(args.cumulative), "append": args.output[0] if args.append else None}
+    if args.per_period_files and args.time is None:
+        raise ParameterError("--per-period-files writes one file per period of a series: give --time and --period")
+    if not is_series(v):
+        return {}
+    series_options({**v, **contribution})  # the periods and the options, before anything is read
+    if args.append and not os.path.exists(args.output[0]):
+        raise ParameterError(f"--append continues the series in {args.output[0]!r} (the first -o), which does not "
+                             "exist: write the series first, without --append")
+    return v
 
 
 def _cmd_preview(mech, args):

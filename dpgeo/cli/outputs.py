@@ -71,10 +71,14 @@ def check_out_crs(paths, out_crs):
 def write_outputs(res, args):
     """Write the one release to every ``-o`` (free: post-processing) and record the files in the ledger."""
     # each file is recorded with the release in the ledger as it is written (Release.to_file)
-    return [res.to_file(out, crs=output_crs_for(out, args.out_crs), engine=args.engine,
-                        basemap=_basemap_for(out, args), attribution=_basemap_for(out, args, "basemap_attribution"),
-                        title=getattr(args, "title", None))
-            for out in args.output]
+    written = []
+    for out in args.output:
+        kw = dict(crs=output_crs_for(out, args.out_crs), engine=args.engine, basemap=_basemap_for(out, args),
+                  attribution=_basemap_for(out, args, "basemap_attribution"), title=getattr(args, "title", None))
+        written.append(res.to_file(out, **kw))
+        if getattr(args, "per_period_files", False) and hasattr(res, "period_files"):
+            written += res.period_files(out, **kw)
+    return written
 
 
 def budget_line(res) -> str | None:

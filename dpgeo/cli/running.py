@@ -54,7 +54,7 @@ def resolve_domain(args):
         return as_study_area(args.domain, domain_crs=args.domain_crs, working_crs=args.crs)
 
 
-def _prepare_run(args, check=None):
+def _prepare_run(args, check=None, series=None):
     """Check the outputs and the public study area; describe the (private) input without reading it.
 
     ``check(area)`` checks the command's parameters against the study area (None with --domain-from-data),
@@ -90,8 +90,15 @@ def _prepare_run(args, check=None):
     # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
     table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
                       person=args.person, engine=args.engine)
+    time = None
+    if series:  # a series reads one more column: its time (checked with the rest of the structure)
+        from ..pipeline.series import series_options
+
+        time = series_options(series).time
+        if time.column is None:
+            time = None
     try:  # the input's structure (files, layer, columns, CRS) is checked now; no record is read
-        table.open()
+        table.open(time=time)
     except DataError:  # a condition of the data itself: the counting step decides (owner or unattended)
         pass
     return prog, domain, table
@@ -133,7 +140,10 @@ def report_run(res, args, paths):
         + "\n       (these counts describe your private data: do not publish them)",
         file=sys.stderr,
     )
-    print(f"wrote {', '.join(map(str, paths))}: {len(res.layer)} clusters; epsilon={eps}; "
+    periods = md.get("periods")
+    noun = "clusters" if "cluster_id" in res.layer.columns else "features"  # cells, bands of a heat layer
+    what = f"{len(periods)} periods, {len(res.layer)} features" if periods is not None else f"{len(res.layer)} {noun}"
+    print(f"wrote {', '.join(map(str, paths))}: {what}; epsilon={eps}; "
           f"differentially_private={private}", file=sys.stderr)
     _report_privacy(res)
 

@@ -80,7 +80,7 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
     """Validate every public parameter, against the algorithm's declaration, before the data is read."""
     from ..domain import as_study_area
     from ..pipeline.run import public_plan
-    from .systems import COMPARED
+    from .systems import COMPARED, required
 
     if algorithm not in ALGORITHMS:
         raise ParameterError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
@@ -90,8 +90,8 @@ def _check_params(algorithm, epsilon, params, domain, domain_crs, crs):
     if unknown:
         raise ParameterError(f"unknown parameter(s) for algorithm {algorithm!r}: {', '.join(unknown)}; "
                              f"accepted: {', '.join(allowed)}")
-    for p in mech.params:
-        if p.required and params.get(p.name) is None:
+    for p in required(algorithm):  # (the non-private reference may need more than the mechanism)
+        if params.get(p.name) is None:
             raise ParameterError(f"algorithm {algorithm!r} needs {p.name}, the {p.title.lower()} ({p.cli_flag})")
     if algorithm == "wavecluster" and params.get("method", "privthr") == "exact":
         raise ParameterError("method must be one of privthr, privthr-em, privqt, baseline (the private method "

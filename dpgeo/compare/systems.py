@@ -15,7 +15,7 @@ from ..pipeline.dbscan import SPANS
 from ..pipeline.kmeans import KMEANS, KMEANS_PARAMS
 from ..pipeline.wave import WAVECLUSTER
 
-__all__ = ["EPPKM", "DIFFHWT", "COMPARED"]
+__all__ = ["EPPKM", "DIFFHWT", "COMPARED", "REFERENCE_NEEDS", "required"]
 
 #: The number of clusters, shared with DP k-means (one option ``--k``).
 K_PARAM = KMEANS_PARAMS[0]
@@ -63,3 +63,13 @@ DIFFHWT = DiffhwtSystem()
 
 #: What ``compare(algorithm=...)`` runs, by algorithm name.
 COMPARED = {"spans": SPANS, "wavecluster": WAVECLUSTER, "kmeans": KMEANS, "eppkm": EPPKM, "diffhwt": DIFFHWT}
+
+#: Parameters a comparison needs although the mechanism alone does not: the non-private reference runs
+#: with them (scikit-learn's DBSCAN needs a radius and MinPts; spans without them choose their own).
+REFERENCE_NEEDS = {"spans": ("radius_m", "min_points")}
+
+
+def required(algorithm) -> list:
+    """The declared parameters a comparison of ``algorithm`` must be given."""
+    mech = COMPARED[algorithm]
+    return [p for p in mech.params if p.required or p.name in REFERENCE_NEEDS.get(algorithm, ())]

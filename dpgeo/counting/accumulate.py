@@ -124,3 +124,4 @@ class CountResult:
     swap: tuple | None = None
     kept_xy: tuple | None = None
     recount: object = None
+    kept_period: np.ndarray | None = None

@@ -99,6 +99,10 @@ class CellCounts:
     points: PreparedPoints | None = field(default=None, repr=False)
     kept: np.ndarray | None = field(default=None, repr=False)
     recount: object = field(default=None, repr=False)
+    #: For a series: the public periods; ``cell_id`` is then ``period · grid.n_ids + cell`` (see :meth:`by_period`).
+    periods: object = field(default=None, repr=False)
+    #: For a series with ``keep_points``: the period of each kept point.
+    kept_period: np.ndarray | None = field(default=None, repr=False)
 
     def dense(self) -> np.ndarray:
         """``(ny, nx)`` int64 array of the counts (0 for empty cells)."""
@@ -111,6 +115,48 @@ class CellCounts:
     def n_points(self) -> int:
         """Number of points counted (private)."""
         return int(self.count.sum())
+
+    def by_period(self):
+        """The counts of each period of a series, one :class:`CellCounts` per period, in order.
+
+        Each holds that period's cells of the same public grid (and, with
+        ``keep_points``, that period's points; its ``recount`` counts that
+        period's points only). The diagnostics are the whole input's.
+
+        Examples
+        --------
+        >>> from dpgeo.domain import StudyArea
+        >>> from dpgeo.periods import make_periods
+        >>> g = Grid(StudyArea.from_bbox((0, 0, 200, 100), "EPSG:32615"), 100.0)
+        >>> c = CellCounts(g, np.array([1, 2, 3]), np.array([5, 1, 2]), periods=make_periods("year", "2020", "2022"))
+        >>> [(p.cell_id.tolist(), p.count.tolist()) for p in c.by_period()]
+        [([1], [5]), ([0, 1], [1, 2])]
+        """
+        if self.periods is None:
+            return [self]
+        n = self.grid.nx * self.grid.ny
+        cuts = np.searchsorted(self.cell_id, np.arange(len(self.periods) + 1, dtype=np.int64) * n)
+        out = []
+        for i in range(len(self.periods)):
+            a, b = cuts[i], cuts[i + 1]
+            pts = kept = None
+            if self.points is not None and self.kept_period is not None:
+                sel = self.kept_period == i
+                pts = PreparedPoints(self.points.area, self.points.x[sel], self.points.y[sel], self.diagnostics, None)
+                kept = np.ones(int(sel.sum()), dtype=bool)
+            recount = None
+            if self.recount is not None:
+                recount = _period_recount(self.recount, i)
+            out.append(CellCounts(self.grid, self.cell_id[a:b] - i * n, self.count[a:b], self.diagnostics, pts, kept,
+                                  recount))
+        return out
+
+
+def _period_recount(recount, period):
+    def one(binning, n_bins):
+        return recount(binning, n_bins, period=period)
+
+    return one
 
 
 def exact_counts(grid: Grid, cell_id: np.ndarray):
@@ -163,7 +209,8 @@ def _cap_generator(rng):
 
 def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_from_data=False, input_crs=None,
                  person=None, cap=None, rng=None, unattended=False, keep_points=False, recountable=False,
-                 scheduler=None, progress=None, batch_rows=DEFAULT_BATCH_ROWS) -> CellCounts:
+                 scheduler=None, progress=None, batch_rows=DEFAULT_BATCH_ROWS, time=None, times=None,
+                 cap_per_period=False) -> CellCounts:
     """Read, project and count the private points on the grid of the public study area, batch by batch.
 
     Parameters
@@ -206,6 +253,17 @@ def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_
         reads (records read and records per second); raise from it to stop.
     batch_rows : int
         Records per batch.
+    time : TimeSpec, optional
+        A series (:class:`~dpgeo.counting.times.TimeSpec`): every point is
+        counted in its public period too, all periods in the same pass; the
+        result's :meth:`CellCounts.by_period` splits the counts. Records
+        without a usable time, or outside the bounds, are dropped and counted by
+        reason (owner-only diagnostics).
+    times : array_like, optional
+        With ``time`` and points in memory: the time of each point.
+    cap_per_period : bool
+        With ``cap`` and ``time``: keep at most ``cap`` points per person *in each
+        period* (default: per person over the whole series).
 
     Returns
     -------
@@ -234,7 +292,8 @@ def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_
         area = as_study_area(domain, domain_crs=domain_crs, working_crs=crs)
     try:
         if _is_tuple(points) or isinstance(person, str) or person is None:
-            source = open_points(points, input_crs=input_crs, person=person, batch_rows=batch_rows)
+            source = open_points(points, input_crs=input_crs, person=person, batch_rows=batch_rows, time=time,
+                                 times=times)
         else:
             from ..errors import InputError
 
@@ -243,7 +302,7 @@ def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_
     except DataError as exc:
         if not unattended or area is None:
             raise
-        return _empty(grid_for(area), str(exc))
+        return _empty(grid_for(area), str(exc), time)
     if person is not None and not source.has_person:
         from ..errors import InputError
 
@@ -258,12 +317,12 @@ def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_
         from .dask import count_with_dask
 
         r = count_with_dask(source, grid, cap=cap, rng=rng, scheduler=scheduler, progress=progress,
-                            unattended=unattended)
+                            unattended=unattended, cap_per_period=cap_per_period)
     else:
         from .stream import count_stream
 
         r = count_stream(source, grid, cap=cap, rng=rng, progress=progress, unattended=unattended,
-                         keep_xy=keep_points, recountable=recountable)
+                         keep_xy=keep_points, recountable=recountable, cap_per_period=cap_per_period)
     tally = r.tally
     diag = tally.diagnostics()
     if r.n_unprojectable:
@@ -290,18 +349,21 @@ def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_
     if keep_points and r.kept_xy is not None:
         prep = PreparedPoints(area, r.kept_xy[0], r.kept_xy[1], diag, None)
         kept = np.ones(r.kept_xy[0].size, dtype=bool)
-    return CellCounts(grid, r.cell_id, r.count, diag, prep, kept, r.recount)
+    return CellCounts(grid, r.cell_id, r.count, diag, prep, kept, r.recount,
+                      None if time is None else time.periods, r.kept_period)
 
 
 def _is_tuple(points):
     return isinstance(points, tuple) and len(points) == 3
 
 
-def _empty(grid, message):
+def _empty(grid, message, time=None):
     diag = {"n_read": None, "n_dropped_invalid": None, "n_outside_domain": 0, "n_used": 0}
     owner_problem(message, diag, unattended=True)
     e = np.zeros(0, dtype=np.int64)
-    return CellCounts(grid, e, e.copy(), diag, recount=lambda binning, n_bins: np.zeros(n_bins, dtype=np.int64))
+    return CellCounts(grid, e, e.copy(), diag,
+                      recount=lambda binning, n_bins, period=None: np.zeros(n_bins, dtype=np.int64),
+                      periods=None if time is None else time.periods)
 
 
 def _area_from_data(source, crs):

@@ -106,6 +106,13 @@ class InputTally:
                 out.append(f"{self._where()} hold values outside the longitude/latitude range in {n:,} of "
                            f"{located:,} records ({lon_bad:,} longitudes beyond ±180, {lat_bad:,} latitudes beyond "
                            "±90); if they are projected coordinates give --input-crs (e.g. --input-crs EPSG:26915)")
+        n_unparsed = d.get("unparsed_time", 0)
+        timed = self.n_points + n_unparsed + d.get("time_outside_bounds", 0)
+        if timed and n_unparsed > share * timed:
+            out.append(f"{self.label}: {n_unparsed:,} of {timed:,} records have a time that does not read as one "
+                       "(read: ISO 8601 text, year first, such as 2014-04-01T00:11:00 or 2014/4/1 00:11 with an "
+                       "optional zone; epoch seconds; timestamps); give its format with --time-format (time_format=), "
+                       "e.g. '%m/%d/%Y %H:%M:%S'")
         n_np = d.get("non_point", 0)
         if self.n_read and n_np > share * self.n_read:
             kinds = ", ".join(sorted(self.non_point_kinds)) or "non-point"

@@ -158,8 +158,11 @@ def _count_fragment(frag, grid, with_person):
 
     from .sources import _columns, input_label
 
+    from .stream import id_space
+
     tally = InputTally(label=input_label(frag), columns=_columns(frag))
-    acc = None if with_person else CountAccumulator(grid.nx * grid.ny, buffer_ids=1 << 22)
+    n_ids = id_space(frag, grid)
+    acc = None if with_person else CountAccumulator(n_ids, buffer_ids=1 << 22)
     tables = []
     n_out = n_unproj = 0
     probe = _probe(frag, grid)
@@ -180,7 +183,7 @@ def _count_fragment(frag, grid, with_person):
         ids = counts = np.zeros(0, dtype=np.int64)
     else:
         ids, counts = acc.result()
-    return _Part(ids, counts, tally, n_out, n_unproj, persons, probe.result() or (0, 0), grid.nx * grid.ny)
+    return _Part(ids, counts, tally, n_out, n_unproj, persons, probe.result() or (0, 0), n_ids)
 
 
 def _probe(frag, grid):
@@ -214,12 +217,16 @@ def _merge_parts(*parts):
                  n_cells)
 
 
-def _recount_fragment(frag, grid, binning, n_bins):
+def _recount_fragment(frag, grid, binning, n_bins, period=None):
     out = np.zeros(n_bins, dtype=np.int64)
     n = 0
     for b, cells in stream_cells(frag, grid, with_xy=True, threads=1):
         n += b.n_read
-        ids, ok = binning(cells.x, cells.y)
+        px, py = cells.x, cells.y
+        if period is not None:
+            sel = cells.cell_id // (grid.nx * grid.ny) == period
+            px, py = px[sel], py[sel]
+        ids, ok = binning(px, py)
         out += np.bincount(np.asarray(ids)[np.asarray(ok)], minlength=n_bins)
     return out, n
 
@@ -233,9 +240,10 @@ def _add_recounts(*parts):
 class _FrameSpec:
     """How to find the points in a partition of a Dask (Geo)DataFrame (small: shipped with every task)."""
 
-    def __init__(self, kind, crs, person, batch_rows, xcol=None, ycol=None, gcol=None):
+    def __init__(self, kind, crs, person, batch_rows, xcol=None, ycol=None, gcol=None, time=None):
         self.kind, self.crs, self.person, self.batch_rows = kind, crs, person, batch_rows
         self.xcol, self.ycol, self.gcol = xcol, ycol, gcol
+        self.time = time
 
     def source_of(self, df):
         """The points of one (pandas or GeoPandas) partition, as a MemorySource."""
@@ -258,9 +266,12 @@ class _FrameSpec:
             bad, miss = xbad | ybad, (xmiss | ymiss) & ~(xbad | ybad)
             valid, kinds = ~(bad | miss), ()
             drops = {"unparsed": int(bad.sum()), "missing_coordinate": int(miss.sum())}
+        times = None
+        if self.time is not None:
+            times = pa.array(df[self.time.column], from_pandas=True)
         return MemorySource(x, y, self.crs, person=person, person_null=person_null, valid=valid, drops=drops,
                             kinds=kinds, label="the Dask DataFrame", batch_rows=self.batch_rows,
-                            person_name=self.person)
+                            person_name=self.person, time=self.time, times=times)
 
 
 class DaskFrameSource:
@@ -275,12 +286,13 @@ class DaskFrameSource:
     label = "the Dask DataFrame"
     total_rows = None
 
-    def __init__(self, ddf, *, x=None, y=None, input_crs=None, person=None, batch_rows=None):
-        from .decode import pick_columns, resolve_crs
+    def __init__(self, ddf, *, x=None, y=None, input_crs=None, person=None, batch_rows=None, time=None):
+        from .decode import check_time_column, pick_columns, resolve_crs
         from .sources import DEFAULT_BATCH_ROWS
 
         self.ddf = ddf
         self.person = person
+        self.time = time
         self.batch_rows = int(batch_rows or DEFAULT_BATCH_ROWS)
         cols = [str(c) for c in ddf.columns]
         if hasattr(ddf, "crs") and hasattr(ddf, "geometry") and x is None and y is None:
@@ -289,10 +301,12 @@ class DaskFrameSource:
                 from ..errors import InputError
 
                 raise InputError(f"person column {person!r} is not in {self.label}")
-            self.spec = _FrameSpec("geo", self.crs, person, self.batch_rows, gcol=ddf.geometry.name)
+            self.spec = _FrameSpec("geo", self.crs, person, self.batch_rows, gcol=ddf.geometry.name, time=time)
         else:
             xcol, ycol, self.crs = pick_columns(cols, x, y, person, input_crs, self.label)
-            self.spec = _FrameSpec("xy", self.crs, person, self.batch_rows, xcol=xcol, ycol=ycol)
+            self.spec = _FrameSpec("xy", self.crs, person, self.batch_rows, xcol=xcol, ycol=ycol, time=time)
+        if time is not None:
+            check_time_column(cols, time.column, self.label)
 
     @property
     def has_person(self):
@@ -340,7 +354,7 @@ def _tree(client, futures, merge):
 
 
 def count_with_dask(source, grid, *, cap=None, rng=None, scheduler="local", progress=None, unattended=False,
-                    fragment_rows=None) -> CountResult:
+                    fragment_rows=None, cap_per_period=False) -> CountResult:
     """Count ``source`` on ``grid`` with Dask (see the module notes); the client receives counts only.
 
     ``progress(fraction, message)`` is called as tasks finish. With ``cap``
@@ -382,20 +396,23 @@ def count_with_dask(source, grid, *, cap=None, rng=None, scheduler="local", prog
         out = CountResult(part.ids, part.counts, part.tally, part.n_out, part.n_unproj, 0,
                           part.swap if getattr(source.crs, "is_geographic", False) else None)
         if with_person:
-            out.cell_id, out.count, out.n_cap_dropped = _cap_on_client(part.persons, cap, rng, grid)
+            out.cell_id, out.count, out.n_cap_dropped = _cap_on_client(
+                part.persons, cap, rng, grid, n_ids=part.n_cells,
+                group_cells=grid.nx * grid.ny if cap_per_period else None)
             out.recount = _no_recount
         else:
             out.recount = _dask_recount(scheduler, source, frags, grid, part.tally.n_read)
     return out
 
 
-def _no_recount(binning, n_bins):
+def _no_recount(binning, n_bins, period=None):
     raise ParameterError("with a per-person cap, counting the same points again (the WaveCluster baseline) needs "
                          "the single-process count: run it without a Dask scheduler")
 
 
-def _cap_on_client(persons, cap, rng, grid):
-    """Each person's uniformly random ``cap``-subset, from the per-(person, cell) counts."""
+def _cap_on_client(persons, cap, rng, grid, n_ids=None, group_cells=None):
+    """Each person's uniformly random ``cap``-subset, from the per-(person, cell) counts (with ``group_cells``:
+    per person and period of a series)."""
     import pandas as pd
 
     from .reservoir import cap_grouped_counts
@@ -406,20 +423,24 @@ def _cap_on_client(persons, cap, rng, grid):
     codes, _ = pd.factorize(persons["person"].to_numpy(), use_na_sentinel=True)
     cell = persons["cell"].to_numpy(np.int64)
     n = persons["n"].to_numpy(np.int64)
+    if group_cells is not None:
+        group = cell // group_cells
+        codes = codes.astype(np.int64) * (int(group.max(initial=0)) + 1) + group
     order = np.lexsort((cell, codes))  # rows of a person together, in a fixed order
     codes, cell, n = codes[order], cell[order], n[order]
     kept = cap_grouped_counts(codes, cell, n, cap, rng)
-    acc = CountAccumulator(grid.nx * grid.ny, buffer_ids=1)
+    acc = CountAccumulator(n_ids or grid.nx * grid.ny, buffer_ids=1)
     acc.add_counts(cell, kept)
     ids, counts = acc.result()
     return ids, counts, int(n.sum() - kept.sum())
 
 
 def _dask_recount(scheduler, source, frags, grid, n_read):
-    def recount(binning, n_bins):
+    def recount(binning, n_bins, period=None):
         with dask_client(scheduler) as client:
             [grid_f] = client.scatter([grid], broadcast=True)
-            leaves = _leaves(client, source, frags, _recount_fragment, grid=grid_f, binning=binning, n_bins=n_bins)
+            leaves = _leaves(client, source, frags, _recount_fragment, grid=grid_f, binning=binning, n_bins=n_bins,
+                             period=period)
             root = _tree(client, leaves, _add_recounts)
             del leaves
             counts, seen = root.result()

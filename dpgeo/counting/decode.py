@@ -39,6 +39,9 @@ DROP_REASONS = {
     "lon_out_of_range": "with a longitude beyond ±180°",
     "lat_out_of_range": "with a latitude beyond ±90°",
     "no_person": "without a person identifier",
+    "missing_time": "without a time",
+    "unparsed_time": "with a time that does not read as one",
+    "time_outside_bounds": "with a time outside the series' bounds",
     "unprojectable": "that cannot be projected to the working CRS",
 }
 
@@ -67,6 +70,8 @@ class PointBatch:
         would be in range with the two coordinates exchanged.
     non_point_kinds : set
         Names of the non-point geometry types seen (and dropped).
+    period : numpy.ndarray or None
+        int64 public period of each kept point, for a series (:mod:`~dpgeo.counting.times`).
     """
 
     x: np.ndarray
@@ -76,6 +81,7 @@ class PointBatch:
     drops: dict = field(default_factory=dict)
     n_swap_plausible: int = 0
     non_point_kinds: set = field(default_factory=set)
+    period: np.ndarray | None = None
 
 
 def add_drops(total: dict, more: dict) -> dict:
@@ -94,17 +100,27 @@ def describe_drops(drops: dict) -> str:
 # -- finishing a batch ---------------------------------------------------------------
 
 def finish_batch(x, y, n_read, crs: CRS, *, person=None, person_null=None, drops=None, valid=None,
-                 kinds=()) -> PointBatch:
-    """Keep the records with usable coordinates (and a person); count the others by reason.
+                 kinds=(), period=None) -> PointBatch:
+    """Keep the records with usable coordinates (and a person, and a time in a period); count the others by reason.
 
     ``x, y`` are full-length float arrays (NaN where the reader already knows
     a record is unusable: then ``valid`` is False there and the reason is
-    already in ``drops``).
+    already in ``drops``). ``period`` (a series) is the full-length period of
+    each record, negative for a record dropped for its time
+    (:func:`~dpgeo.counting.times.periods_from_arrow`); each record is
+    counted under one reason only.
     """
     drops = dict(drops or {})
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     ok = np.ones(x.size, dtype=bool) if valid is None else np.asarray(valid, dtype=bool).copy()
+    if period is not None:
+        from .times import time_drops
+
+        period = np.asarray(period, dtype=np.int64)
+        tbad = ok & (period < 0)
+        add_drops(drops, time_drops(period, tbad))
+        ok &= ~tbad
     fin = np.isfinite(x) & np.isfinite(y)
     bad = ok & ~fin
     drops["non_finite"] = drops.get("non_finite", 0) + int(bad.sum())
@@ -129,9 +145,9 @@ def finish_batch(x, y, n_read, crs: CRS, *, person=None, person_null=None, drops
     drops = {k: v for k, v in drops.items() if v}
     kinds = set(kinds)
     if ok.all():
-        return PointBatch(x, y, person, int(n_read), drops, n_swap, kinds)
+        return PointBatch(x, y, person, int(n_read), drops, n_swap, kinds, period)
     return PointBatch(x[ok], y[ok], None if person is None else np.asarray(person)[ok], int(n_read), drops, n_swap,
-                      kinds)
+                      kinds, None if period is None else period[ok])
 
 
 # -- CRS ----------------------------------------------------------------------------------
@@ -264,6 +280,18 @@ def pick_columns(names, xcol, ycol, person, input_crs, what):
     return xcol, ycol, crs
 
 
+def check_time_column(names, column, what):
+    """Refuse a series whose time column is missing from a table or layer, or appears twice."""
+    if column is None:
+        return
+    names = [str(n) for n in names]
+    if column not in names:
+        raise InputError(f"time column {column!r} is not in {what} ({column_list(names)})")
+    if names.count(column) > 1:
+        raise InputError(f"column name {column!r} appears {names.count(column)} times in {what}; give each column "
+                         "a distinct name")
+
+
 def numbers_from_arrow(col):
     """float64 values of an arrow column of numbers or text: ``(values, missing, unparsed)``.
 
@@ -300,8 +328,11 @@ def numbers_from_arrow(col):
 _NUMBER_RE2 = r"^[-+]?((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF]|[iI][nN][fF][iI][nN][iI][tT][yY])$"
 
 
-def table_batch(xcol, ycol, n_read, crs, *, person_col=None):
-    """A :class:`PointBatch` from the coordinate (and person) columns of a table batch."""
+def table_batch(xcol, ycol, n_read, crs, *, person_col=None, time_col=None, time=None):
+    """A :class:`PointBatch` from the coordinate (and person, and time) columns of a table batch.
+
+    ``time`` is the series' :class:`~dpgeo.counting.times.TimeSpec`, ``time_col`` its column.
+    """
     x, xmiss, xbad = numbers_from_arrow(xcol)
     y, ymiss, ybad = numbers_from_arrow(ycol)
     unparsed = xbad | ybad
@@ -311,7 +342,9 @@ def table_batch(xcol, ycol, n_read, crs, *, person_col=None):
     person = person_null = None
     if person_col is not None:
         person, person_null = person_from_arrow(person_col)
-    return finish_batch(x, y, n_read, crs, person=person, person_null=person_null, drops=drops, valid=valid)
+    period = time.period_of(time_col)[0] if time is not None else None
+    return finish_batch(x, y, n_read, crs, person=person, person_null=person_null, drops=drops, valid=valid,
+                        period=period)
 
 
 def _filled(arr):

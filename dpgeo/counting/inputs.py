@@ -47,16 +47,16 @@ class PointFile:
     def __fspath__(self) -> str:
         return os.fspath(self.path)
 
-    def open(self, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS) -> PointSource:
+    def open(self, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS, time=None) -> PointSource:
         """The :class:`PointSource` (reads the file's structure, no record)."""
         return open_points(self.path, layer=self.layer, x=self.x, y=self.y,
                            input_crs=self.input_crs if input_crs is None else input_crs,
                            person=self.person if person is None else person, engine=self.engine,
-                           batch_rows=batch_rows)
+                           batch_rows=batch_rows, time=time)
 
 
 def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=None, engine="auto",
-                batch_rows=DEFAULT_BATCH_ROWS) -> PointSource:
+                batch_rows=DEFAULT_BATCH_ROWS, time=None, times=None) -> PointSource:
     """The :class:`PointSource` of any accepted point input, checked from its structure alone.
 
     Parameters
@@ -83,6 +83,12 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
         GDAL binding for GDAL formats.
     batch_rows : int
         Records per batch.
+    time : TimeSpec, optional
+        For a series: the time column (of a file or frame) and the public periods
+        (:class:`~dpgeo.counting.times.TimeSpec`); every batch then carries the
+        period of each point.
+    times : array_like, optional
+        With ``time`` and points in memory (``(x, y, crs)`` arrays, a PointTable): the time of each point.
 
     Raises
     ------
@@ -95,11 +101,14 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
     from ..formats import is_csv, is_parquet, pick_engine
 
     if isinstance(points, PointFile):
-        return points.open(input_crs=input_crs, person=person, batch_rows=batch_rows)
+        return points.open(input_crs=input_crs, person=person, batch_rows=batch_rows, time=time)
     if isinstance(points, PointSource):
         if isinstance(person, str) and points.person != person:
             raise InputError(f"the point source was opened without the person column {person!r}; "
                              "open it with person=...")
+        if time is not None and points.time != time:
+            raise InputError("the point source was opened without the series' time column and periods; open it "
+                             "with time=... or pass the file itself")
         return points
     if isinstance(points, PointTable):
         if person is not None and points.person is None:
@@ -108,7 +117,7 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
                             n_read=points.n_read, drops=points.drops or ({"non_finite": points.n_dropped}
                                                                          if points.n_dropped else {}),
                             label="the PointTable", batch_rows=batch_rows,
-                            person_name=person if isinstance(person, str) else None)
+                            person_name=person if isinstance(person, str) else None, time=time, times=times)
     if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
         if isinstance(points, bytes):
             points = os.fsdecode(points)
@@ -121,13 +130,13 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
             from .tables import ParquetSource
 
             return ParquetSource(files, label=label, x=x, y=y, input_crs=input_crs, person=person,
-                                 batch_rows=batch_rows)
+                                 batch_rows=batch_rows, time=time)
         if all(is_csv(f) for f in files):
             pick_engine(engine, needed=False, write=False)
             from .tables import CsvSource
 
             return CsvSource(files, label=label, x=x, y=y, input_crs=input_crs, person=person,
-                             batch_rows=batch_rows)
+                             batch_rows=batch_rows, time=time)
         if any(is_csv(f) or is_parquet(f) for f in files):
             raise InputError(f"{label!r} mixes table files (CSV/Parquet) with other files; give one kind")
         if x is not None or y is not None:
@@ -138,15 +147,18 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
         from .layers import FionaSource, GdalSource
 
         cls = FionaSource if eng == "fiona" else GdalSource
-        return cls(files, label=label, layer=layer, input_crs=input_crs, person=person, batch_rows=batch_rows)
+        return cls(files, label=label, layer=layer, input_crs=input_crs, person=person, batch_rows=batch_rows,
+                   time=time)
     from .dask import DaskFrameSource, is_dask_collection
 
     if is_dask_collection(points):
-        return DaskFrameSource(points, x=x, y=y, input_crs=input_crs, person=person, batch_rows=batch_rows)
+        return DaskFrameSource(points, x=x, y=y, input_crs=input_crs, person=person, batch_rows=batch_rows,
+                               time=time)
     if hasattr(points, "crs") and (hasattr(points, "geometry") or type(points).__name__ == "GeoSeries"):
         from .inputs import frame_source
 
-        return frame_source(points, input_crs=input_crs, person=person, batch_rows=batch_rows)
+        return frame_source(points, input_crs=input_crs, person=person, batch_rows=batch_rows, time=time,
+                            times=times)
     if isinstance(points, tuple) and len(points) == 3:
         px, py, crs = points
         crs = resolve_crs(crs, input_crs, "the coordinate arrays")
@@ -158,15 +170,20 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
             raise DataError("the point arrays are empty")
         if isinstance(person, str):
             raise InputError("for (x, y, crs) arrays, person must be an array of identifiers, not a column name")
-        return MemorySource(px, py, crs, person=person, label="the point arrays", batch_rows=batch_rows)
+        return MemorySource(px, py, crs, person=person, label="the point arrays", batch_rows=batch_rows, time=time,
+                            times=times)
     raise InputError(
         "points must be a GeoDataFrame/GeoSeries of points, a file path, or a tuple (x, y, crs); "
         f"got {type(points).__name__}"
     )
 
 
-def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS) -> MemorySource:
-    """A GeoDataFrame/GeoSeries of points as a :class:`MemorySource` (its geometries decoded once)."""
+def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS, time=None,
+                 times=None) -> MemorySource:
+    """A GeoDataFrame/GeoSeries of points as a :class:`MemorySource` (its geometries decoded once).
+
+    For a series, ``time.column`` names the frame's time column (or ``times`` gives the times).
+    """
     import shapely
 
     from .decode import decode_wkb
@@ -187,5 +204,9 @@ def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_R
 
     wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
     x, y, valid, drops, kinds = decode_wkb(wkb)
+    if time is not None and time.column is not None:
+        if not hasattr(gdf, "columns") or time.column not in gdf.columns:
+            raise InputError(f"time column {time.column!r} is not in the layer")
+        times = gdf[time.column]
     return MemorySource(x, y, crs, person=pers, drops=drops, valid=valid, kinds=kinds, label="the point layer",
-                        batch_rows=batch_rows, person_name=person)
+                        batch_rows=batch_rows, person_name=person, time=time, times=times)

@@ -15,7 +15,15 @@ import warnings
 
 from ..errors import InputError
 from ..formats import input_error_text
-from .decode import column_list, declared_geometry_check, decode_geojson, decode_wkb, finish_batch, person_from_arrow
+from .decode import (
+    check_time_column,
+    column_list,
+    declared_geometry_check,
+    decode_geojson,
+    decode_wkb,
+    finish_batch,
+    person_from_arrow,
+)
 from .decode import resolve_crs
 from .sources import DEFAULT_BATCH_ROWS, PointSource
 
@@ -53,10 +61,11 @@ class GdalSource(PointSource):
     """
 
     def __init__(self, files, *, label, layer=None, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS,
-                 feature_range=None, _spec=None):
+                 feature_range=None, _spec=None, time=None):
         self.files = list(files)
         self.label = label
         self.person = person
+        self.time = time
         self.batch_rows = int(batch_rows)
         self.feature_range = feature_range
         self._layer_arg, self._input_crs = layer, input_crs
@@ -89,6 +98,8 @@ class GdalSource(PointSource):
                 if fields.count(self.person) > 1:
                     raise InputError(f"column name {self.person!r} appears {fields.count(self.person)} times in "
                                      f"{name}; give each column a distinct name")
+            if self.time is not None:
+                check_time_column(fields, self.time.column, name)
             crs = resolve_crs(info.get("crs"), self._input_crs, name)
             if crs0 is None:
                 crs0 = crs
@@ -112,7 +123,7 @@ class GdalSource(PointSource):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    ctx = open_arrow(f, layer=self._spec["layers"][f], columns=[self.person] if self.person else [],
+                    ctx = open_arrow(f, layer=self._spec["layers"][f], columns=self._attributes(),
                                      batch_size=self.batch_rows if left is None else min(self.batch_rows, left),
                                      use_pyarrow=True, return_fids=False, **kw)
                 with ctx as (meta, reader):
@@ -130,6 +141,12 @@ class GdalSource(PointSource):
                 raise InputError(f"cannot read {os.path.basename(f)!r} as a vector layer: "
                                  f"{input_error_text(exc, f)}") from None
 
+    def _attributes(self):
+        cols = [self.person] if self.person else []
+        if self.time is not None and self.time.column not in cols:
+            cols.append(self.time.column)
+        return cols
+
     def _batch(self, rb, gcol):
         n = rb.num_rows
         names = rb.schema.names
@@ -139,8 +156,11 @@ class GdalSource(PointSource):
         person = person_null = None
         if self.person is not None:
             person, person_null = person_from_arrow(rb.column(names.index(self.person)))
+        period = None
+        if self.time is not None:
+            period = self.time.period_of(rb.column(names.index(self.time.column)))[0]
         return finish_batch(x, y, n, self.crs, person=person, person_null=person_null, drops=drops, valid=valid,
-                            kinds=kinds)
+                            kinds=kinds, period=period)
 
     def fragments(self, target_rows):
         """Ranges of about ``target_rows`` features of each file (files whose size GDAL cannot tell: whole)."""
@@ -154,21 +174,24 @@ class GdalSource(PointSource):
                 n = pyogrio.read_info(f, layer=layer).get("features")
             if n is None or n < 0:
                 out.append(GdalSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows,
-                                      _spec=self._spec))
+                                      _spec=self._spec, time=self.time))
                 continue
             for a in range(0, max(int(n), 1), int(target_rows)):
                 out.append(GdalSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows,
-                                      feature_range=(a, min(int(target_rows), int(n) - a)), _spec=self._spec))
+                                      feature_range=(a, min(int(target_rows), int(n) - a)), _spec=self._spec,
+                                      time=self.time))
         return out
 
 
 class FionaSource(PointSource):
     """A point layer read through fiona, one Python object per feature (slower than pyogrio, same points)."""
 
-    def __init__(self, files, *, label, layer=None, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS):
+    def __init__(self, files, *, label, layer=None, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_ROWS,
+                 time=None):
         self.files = list(files)
         self.label = label
         self.person = person
+        self.time = time
         self.batch_rows = int(batch_rows)
         self._layer, self._input_crs = layer, input_crs
         self.crs = None
@@ -208,6 +231,8 @@ class FionaSource(PointSource):
         declared_geometry_check(gtype if gtype != "Any" else None)
         if self.person and self.person not in fields:
             raise InputError(f"person column {self.person!r} is not in {name} ({column_list(fields)})")
+        if self.time is not None:
+            check_time_column(fields, self.time.column, name)
         return resolve_crs(crs, self._input_crs, name)
 
     def batches(self):
@@ -217,31 +242,41 @@ class FionaSource(PointSource):
             layer = self._layers[f]
             try:
                 with fiona.Env():
+                    tcol = None if self.time is None else self.time.column
+                    wanted = ([self.person] if self.person else []) + ([tcol] if tcol and tcol != self.person else [])
                     try:
-                        src = fiona.open(f, layer=layer, include_fields=[self.person] if self.person else [])
+                        src = fiona.open(f, layer=layer, include_fields=wanted)
                     except fiona.errors.DriverError:  # drivers that cannot skip fields (GeoJSON) read them all
                         src = fiona.open(f, layer=layer)
                     with src:
-                        geoms, pers = [], []
+                        geoms, pers, times = [], [], []
                         for feat in src:
                             geoms.append(feat.geometry)
                             if self.person:
                                 pers.append(feat.properties[self.person])
+                            if tcol:
+                                times.append(feat.properties[tcol])
                             if len(geoms) >= self.batch_rows:
-                                yield self._batch(geoms, pers)
-                                geoms, pers = [], []
+                                yield self._batch(geoms, pers, times)
+                                geoms, pers, times = [], [], []
                         if geoms:
-                            yield self._batch(geoms, pers)
+                            yield self._batch(geoms, pers, times)
             except InputError:
                 raise
             except Exception as exc:
                 raise InputError(f"cannot read {f!r} as a vector layer: {input_error_text(exc, f)}") from None
 
-    def _batch(self, geoms, pers):
+    def _batch(self, geoms, pers, times=()):
         x, y, valid, drops, kinds = decode_geojson(geoms)
         person = None
         if self.person:
             import pandas as pd
 
             person = pd.Series(pers).to_numpy()  # the same dtypes as the arrow path
-        return finish_batch(x, y, len(geoms), self.crs, person=person, drops=drops, valid=valid, kinds=kinds)
+        period = None
+        if self.time is not None:
+            from .sources import _time_array
+
+            period = self.time.period_of(_time_array(times, len(geoms)))[0]
+        return finish_batch(x, y, len(geoms), self.crs, person=person, drops=drops, valid=valid, kinds=kinds,
+                            period=period)

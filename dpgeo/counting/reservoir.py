@@ -50,6 +50,11 @@ class PersonReservoir:
         The mechanism's generator: one uniform key per point, drawn in stream order.
     keep_xy : bool
         Also keep the coordinates of the kept points (for a later recount).
+    group_cells : int, optional
+        For a series whose cap counts per period (``person_accounting="period"``):
+        the cells of one period's grid; the cell ids are then ``period ·
+        group_cells + cell`` and at most ``k`` points are kept per person *and
+        period*. Default: at most ``k`` per person over all the ids.
 
     Examples
     --------
@@ -62,10 +67,11 @@ class PersonReservoir:
     (3, 1, True)
     """
 
-    def __init__(self, k: int, rng: np.random.Generator, *, keep_xy: bool = False):
+    def __init__(self, k: int, rng: np.random.Generator, *, keep_xy: bool = False, group_cells=None):
         self.k = int(k)
         self.rng = rng
         self.keep_xy = keep_xy
+        self.group_cells = group_cells
         self._parts = []  # (person, key, cell_id[, x, y]) arrays
         self._n_kept = 0
         self._n_pending = 0
@@ -90,7 +96,10 @@ class PersonReservoir:
         if len(self._parts) == 1 and self._n_pending == 0:
             return
         cols = [np.concatenate([p[i] for p in self._parts]) for i in range(len(self._parts[0]))]
-        keep = _smallest_keys(cols[0], cols[1], self.k)
+        if self.group_cells is None:
+            keep = _smallest_keys(cols[0], cols[1], self.k)
+        else:  # a series with the cap counted in each period: per (person, period)
+            keep = _smallest_keys(cols[0], cols[1], self.k, cols[2] // self.group_cells)
         cols = [c[keep] for c in cols]
         self._parts = [cols]
         self._n_kept = int(cols[1].size)
@@ -114,11 +123,14 @@ class _Kept:
         self.cell_id, self.x, self.y, self.n_kept, self.n_dropped = cell_id, x, y, n_kept, n_dropped
 
 
-def _smallest_keys(person, keys, k):
-    """Mask of the ``k`` smallest keys of each person (ties: first in order, as ``cap_per_person``)."""
+def _smallest_keys(person, keys, k, group=None):
+    """Mask of the ``k`` smallest keys of each person (ties: first in order, as ``cap_per_person``); with
+    ``group`` (an int64 array, e.g. the period), of each (person, group) pair."""
     import pandas as pd
 
     codes, _ = pd.factorize(person, use_na_sentinel=True)
+    if group is not None:
+        codes = codes.astype(np.int64) * (int(group.max(initial=0)) + 1) + group
     return keep_smallest_keys(codes, keys, k)
 
 

@@ -56,13 +56,22 @@ class PointSource:
     total_rows : int or None
         Number of records when the format tells it without reading them
         (for progress reports to the owner), else None.
+    time : TimeSpec or None
+        For a series: the time column and the public periods; every batch then
+        carries the period of each point (:attr:`PointBatch.period`).
     """
 
     crs: CRS
     label: str = ""
     person = None
+    time = None
     total_rows = None
     batch_rows = DEFAULT_BATCH_ROWS
+
+    @property
+    def n_periods(self) -> int:
+        """Periods the points are counted in (1 without a series)."""
+        return 1 if self.time is None else len(self.time.periods)
 
     @property
     def has_person(self) -> bool:
@@ -87,7 +96,8 @@ class MemorySource(PointSource):
     """
 
     def __init__(self, x, y, crs, *, person=None, n_read=None, drops=None, label="the point arrays",
-                 batch_rows=DEFAULT_BATCH_ROWS, person_name=None, person_null=None, valid=None, kinds=()):
+                 batch_rows=DEFAULT_BATCH_ROWS, person_name=None, person_null=None, valid=None, kinds=(),
+                 time=None, times=None):
         self.x = np.asarray(x, dtype=np.float64).ravel()
         self.y = np.asarray(y, dtype=np.float64).ravel()
         if self.x.shape != self.y.shape:
@@ -105,27 +115,60 @@ class MemorySource(PointSource):
         self.label = label
         self.batch_rows = int(batch_rows)
         self.total_rows = self.x.size + self.n_extra
+        self.time = time
+        self._times = None
+        if time is not None:
+            self._times = _time_array(times, self.x.size)
 
     def batches(self):
         n = self.x.size
         step = max(1, self.batch_rows)
         if n == 0:
-            yield PointBatch(self.x, self.y, self._person, self.n_extra, dict(self._drops), 0, set(self._kinds))
+            yield PointBatch(self.x, self.y, self._person, self.n_extra, dict(self._drops), 0, set(self._kinds),
+                             None if self.time is None else np.zeros(0, dtype=np.int64))
             return
         for a in range(0, n, step):
             sl = slice(a, min(n, a + step))
             first = a == 0
+            period = None
+            if self.time is not None:
+                period = self.time.period_of(self._times.slice(sl.start, sl.stop - sl.start))[0]
             b = finish_batch(self.x[sl], self.y[sl], sl.stop - sl.start, self.crs,
                              person=None if self._person is None else self._person[sl],
                              person_null=None if self._person_null is None else self._person_null[sl],
                              valid=None if self._valid is None else self._valid[sl],
-                             drops=self._drops if first else None, kinds=self._kinds if first else ())
+                             drops=self._drops if first else None, kinds=self._kinds if first else (),
+                             period=period)
             if first:
                 b.n_read += self.n_extra
             yield b
 
     def fragments(self, target_rows):
         return [self]
+
+
+def _time_array(times, n):
+    """Times given beside coordinates in memory (array, list, pandas Series) as one Arrow array of ``n``."""
+    import pyarrow as pa
+
+    if times is None:
+        raise InputError("a series needs the time of every point: give time= as a column name (files, frames) or "
+                         "as an array aligned with the coordinates")
+    if isinstance(times, (pa.Array, pa.ChunkedArray)):
+        arr = times
+    else:
+        if hasattr(times, "to_numpy") and not hasattr(times, "dt") and not hasattr(times, "array"):
+            times = times.to_numpy()
+        try:
+            arr = pa.array(times, from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+            arr = pa.array([None if v is None else str(v) for v in np.asarray(times, dtype=object).ravel()],
+                           type=pa.string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(arr) != n:
+        raise InputError(f"time must have one value per point ({n}), got {len(arr)}")
+    return arr
 
 
 def is_glob(p: str) -> bool:

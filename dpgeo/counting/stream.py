@@ -68,19 +68,36 @@ class _Projector:
         return tr.transform(x, y, errcheck=False)
 
 
+def _point_crs(grid):
+    """The CRS a grid's cells take points in: the working CRS (square cells) or lon/lat (H3 cells)."""
+    return getattr(grid, "point_crs", None) or grid.area.crs
+
+
 def _cells_of_batch(b, grid, project, *, with_person, with_xy):
+    """The cells of a batch's points inside the study area; for a series, ids of (period, cell) pairs.
+
+    A series counts each point in the cell ``period · n_cells + cell`` of a
+    grid repeated once per period, so that every counting path (in memory,
+    streaming, Dask, with the per-person cap) counts all periods in one pass
+    without knowing about periods.
+    """
     x, y = project(b.x, b.y)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     fin = np.isfinite(x) & np.isfinite(y)
     n_bad = int(x.size - np.count_nonzero(fin))
     person = b.person if with_person else None
+    period = b.period
     if n_bad:
         x, y = x[fin], y[fin]
         person = None if person is None else person[fin]
-    need_mask = with_person or with_xy
+        period = None if period is None else period[fin]
+    need_mask = with_person or with_xy or period is not None
     a = grid.assign(x, y, return_mask=need_mask)
-    out = _BatchCells(a.cell_id, a.n_in, a.n_outside, n_bad)
+    cell_id = a.cell_id
+    if period is not None:
+        cell_id = cell_id + period[a.mask] * np.int64(grid.nx * grid.ny)
+    out = _BatchCells(cell_id, a.n_in, a.n_outside, n_bad)
     if need_mask:
         m = a.mask
         out.person = None if person is None else person[m]
@@ -98,7 +115,7 @@ def stream_cells(source: PointSource, grid: Grid, *, with_person=False, with_xy=
     closed and the threads stopped when the caller stops early (an error, a
     cancelled progress callback, Ctrl-C).
     """
-    project = _Projector(source.crs, grid.area.crs)
+    project = _Projector(source.crs, _point_crs(grid))
     grid._cell_classes()  # build the cell lookup once, before the threads share it
     batches = iter(source.batches())
     pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="dpgeo-count")
@@ -151,15 +168,22 @@ def _rate(r):
     return f"{r / 1e6:.2f} M" if r >= 1e6 else f"{r / 1e3:.0f} k" if r >= 1e3 else f"{r:.0f}"
 
 
-def count_stream(source, grid, *, cap, rng, progress, unattended, keep_xy, recountable):
+def id_space(source, grid) -> int:
+    """How many ids the counting of ``source`` on ``grid`` uses: the cells, times the periods of a series."""
+    return grid.nx * grid.ny * getattr(source, "n_periods", 1)
+
+
+def count_stream(source, grid, *, cap, rng, progress, unattended, keep_xy, recountable, cap_per_period=False):
     """The single-process streaming count. See :func:`~dpgeo.counting.count_points`."""
     from .reservoir import PersonReservoir
 
     with_person = cap is not None
-    acc = None if with_person else CountAccumulator(grid.nx * grid.ny)
-    res = PersonReservoir(cap, rng, keep_xy=recountable or keep_xy) if with_person else None
+    n_ids = id_space(source, grid)
+    acc = None if with_person else CountAccumulator(n_ids)
+    res = PersonReservoir(cap, rng, keep_xy=recountable or keep_xy,
+                          group_cells=grid.nx * grid.ny if cap_per_period else None) if with_person else None
     keep_all = keep_xy and not with_person
-    xs, ys = [], []
+    xs, ys, ids = [], [], []
     tally = InputTally(label=input_label(source), columns=_columns(source))
     n_out = n_unproj = 0
     swap = _SwapProbe(source, grid)
@@ -184,19 +208,26 @@ def count_stream(source, grid, *, cap, rng, progress, unattended, keep_xy, recou
                 if keep_all:
                     xs.append(cells.x)
                     ys.append(cells.y)
+                    if source.time is not None:
+                        ids.append(cells.cell_id)
             report(b.n_read)
     out = CountResult(None, None, tally, n_out, n_unproj, 0, swap.result())
+    n_cells = grid.nx * grid.ny
     if with_person:
         kept = res.result()
         out.n_cap_dropped = kept.n_dropped
-        acc = CountAccumulator(grid.nx * grid.ny, buffer_ids=max(kept.cell_id.size, 1))
+        acc = CountAccumulator(n_ids, buffer_ids=max(kept.cell_id.size, 1))
         acc.add(kept.cell_id)
         if res.keep_xy:
             out.kept_xy = (kept.x, kept.y)
-            out.recount = _memory_recount(kept.x, kept.y)
+            if source.time is not None:
+                out.kept_period = kept.cell_id // n_cells
+            out.recount = _memory_recount(kept.x, kept.y, kept.cell_id, n_cells)
     else:
         if keep_all:
             out.kept_xy = (np.concatenate(xs), np.concatenate(ys)) if xs else (np.zeros(0), np.zeros(0))
+            if source.time is not None:
+                out.kept_period = np.concatenate(ids) // n_cells if ids else np.zeros(0, dtype=np.int64)
         out.recount = _source_recount(source, grid, tally.n_read)
     out.cell_id, out.count = acc.result()
     return out
@@ -210,7 +241,7 @@ class _SwapProbe:
         self.grid = grid
         self.n = self.n_in = 0
         if self.on:
-            self.project = _Projector(source.crs, grid.area.crs)
+            self.project = _Projector(source.crs, _point_crs(grid))
 
     def add(self, b):
         if not self.on or self.n >= _SWAP_PROBE_POINTS or not b.x.size:
@@ -227,24 +258,36 @@ class _SwapProbe:
         return (self.n, self.n_in) if self.on else None
 
 
-def _memory_recount(x, y):
-    def recount(binning, n_bins):
-        ids, ok = binning(x, y)
+def _memory_recount(x, y, cell_id=None, n_cells=None):
+    def recount(binning, n_bins, period=None):
+        px, py = x, y
+        if period is not None:  # one period of a series: its points only
+            sel = cell_id // n_cells == period
+            px, py = x[sel], y[sel]
+        ids, ok = binning(px, py)
         return np.bincount(np.asarray(ids)[np.asarray(ok)], minlength=n_bins).astype(np.int64)
 
     return recount
 
 
 def _source_recount(source, grid, n_read):
-    """Count the same points again on another binning by reading the input once more."""
+    """Count the same points again on another binning by reading the input once more.
 
-    def recount(binning, n_bins):
+    For a series, ``recount(binning, n_bins, period=i)`` counts the points of period ``i`` only.
+    """
+    n_cells = grid.nx * grid.ny
+
+    def recount(binning, n_bins, period=None):
         out = np.zeros(n_bins, dtype=np.int64)
         seen = 0
         with closing(stream_cells(source, grid, with_xy=True)) as cells_of:
             for b, cells in cells_of:
                 seen += b.n_read
-                ids, ok = binning(cells.x, cells.y)
+                px, py = cells.x, cells.y
+                if period is not None:
+                    sel = cells.cell_id // n_cells == period
+                    px, py = px[sel], py[sel]
+                ids, ok = binning(px, py)
                 out += np.bincount(np.asarray(ids)[np.asarray(ok)], minlength=n_bins)
         if seen != n_read:
             raise DataError(for_owner(f"{input_label(source)} changed while it was read ({n_read:,} records, then "

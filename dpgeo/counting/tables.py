@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..formats import input_error_text
 from .decode import (
     PointBatch,
+    check_time_column,
     column_list,
     declared_geometry_check,
     decode_wkb,
@@ -57,10 +58,11 @@ class ParquetSource(PointSource):
     """
 
     def __init__(self, files, *, label, x=None, y=None, input_crs=None, person=None,
-                 batch_rows=DEFAULT_BATCH_ROWS, row_groups=None, _spec=None):
+                 batch_rows=DEFAULT_BATCH_ROWS, row_groups=None, _spec=None, time=None):
         self.files = list(files)
         self.label = label
         self.person = person
+        self.time = time
         self.batch_rows = int(batch_rows)
         self.row_groups = row_groups
         self._x, self._y, self._input_crs = x, y, input_crs
@@ -109,6 +111,8 @@ class ParquetSource(PointSource):
             xcol, ycol, crs = pick_columns(names + [k for k in hive if k not in names], self._x, self._y,
                                            self.person, self._input_crs, what)
             spec.update(kind="xy", xcol=xcol, ycol=ycol, crs=crs)
+        if self.time is not None:
+            check_time_column(names + [k for k in hive if k not in names], self.time.column, repr(what))
         if len(self.files) <= 64:
             try:
                 spec["total_rows"] = sum(pq.ParquetFile(f).metadata.num_rows for f in self.files)
@@ -121,6 +125,8 @@ class ParquetSource(PointSource):
         cols = [s["gcol"]] if s["kind"] == "geo" else [s["xcol"], s["ycol"]]
         if self.person is not None and self.person not in cols:
             cols.append(self.person)
+        if self.time is not None and self.time.column not in cols:
+            cols.append(self.time.column)
         return cols
 
     def batches(self):
@@ -165,8 +171,10 @@ class ParquetSource(PointSource):
             return pa.array([hive[name]] * n, type=pa.string())
 
         pcol = column(self.person) if self.person is not None else None
+        tcol = column(self.time.column) if self.time is not None else None
         if s["kind"] == "xy":
-            return table_batch(column(s["xcol"]), column(s["ycol"]), n, s["crs"], person_col=pcol)
+            return table_batch(column(s["xcol"]), column(s["ycol"]), n, s["crs"], person_col=pcol, time_col=tcol,
+                               time=self.time)
         g = column(s["gcol"])
         if s["encoding"] == "point" and pa.types.is_struct(g.type):
             x, y, valid, drops, kinds = geoarrow_points(g)
@@ -177,8 +185,9 @@ class ParquetSource(PointSource):
         person = person_null = None
         if pcol is not None:
             person, person_null = person_from_arrow(pcol)
+        period = self.time.period_of(tcol)[0] if tcol is not None else None
         return finish_batch(x, y, n, s["crs"], person=person, person_null=person_null, drops=drops, valid=valid,
-                            kinds=kinds)
+                            kinds=kinds, period=period)
 
     def fragments(self, target_rows):
         """Groups of consecutive row groups of about ``target_rows`` records, file by file."""
@@ -197,7 +206,7 @@ class ParquetSource(PointSource):
             if cur or md.num_row_groups == 0:
                 out.append({f: cur})
         return [ParquetSource([next(iter(g))], label=self.label, person=self.person, batch_rows=self.batch_rows,
-                              row_groups=g, _spec=self._spec) for g in out]
+                              row_groups=g, _spec=self._spec, time=self.time) for g in out]
 
 
 def _hive_keys(path, root) -> dict:
@@ -221,10 +230,11 @@ class CsvSource(PointSource):
     """CSV file(s) with coordinate columns, read with pyarrow's streaming reader."""
 
     def __init__(self, files, *, label, x=None, y=None, input_crs=None, person=None,
-                 batch_rows=DEFAULT_BATCH_ROWS, _spec=None):
+                 batch_rows=DEFAULT_BATCH_ROWS, _spec=None, time=None):
         self.files = list(files)
         self.label = label
         self.person = person
+        self.time = time
         self.batch_rows = int(batch_rows)
         self._x, self._y, self._input_crs = x, y, input_crs
         self._spec = _spec or self._open()
@@ -234,6 +244,8 @@ class CsvSource(PointSource):
         what = _name(self.files, self.label)
         names, delim = _csv_header(self.files[0], what)
         xcol, ycol, crs = pick_columns(names, self._x, self._y, self.person, self._input_crs, what)
+        if self.time is not None:
+            check_time_column(names, self.time.column, repr(what))
         return {"what": what, "names": names, "delimiter": delim, "xcol": xcol, "ycol": ycol, "crs": crs}
 
     def batches(self):
@@ -242,6 +254,9 @@ class CsvSource(PointSource):
 
         s = self._spec
         cols = [s["xcol"], s["ycol"]] + ([self.person] if self.person not in (None, s["xcol"], s["ycol"]) else [])
+        tcol = None if self.time is None else self.time.column
+        if tcol is not None and tcol not in cols:
+            cols.append(tcol)
         for f in self.files:
             names, delim = (s["names"], s["delimiter"]) if f == self.files[0] else _csv_header(f, self.label)
             if f != self.files[0]:
@@ -267,7 +282,8 @@ class CsvSource(PointSource):
                         if skipped:
                             e = np.zeros(0)
                             yield PointBatch(e, e, None if self.person is None else np.zeros(0, dtype=object),
-                                             len(skipped), {"malformed_row": len(skipped)})
+                                             len(skipped), {"malformed_row": len(skipped)},
+                                             period=None if tcol is None else np.zeros(0, dtype=np.int64))
                         break
                     except Exception as exc:
                         raise InputError(_csv_error(exc, f)) from None
@@ -276,7 +292,9 @@ class CsvSource(PointSource):
                         part = rb.slice(a, self.batch_rows)
                         b = table_batch(part.column(0), part.column(1), part.num_rows, s["crs"],
                                         person_col=None if self.person is None else part.column(cols.index(
-                                            self.person)))
+                                            self.person)),
+                                        time_col=None if tcol is None else part.column(cols.index(tcol)),
+                                        time=self.time)
                         if n_bad:  # rows with the wrong number of fields, dropped by the parser
                             b.n_read += n_bad
                             b.drops["malformed_row"] = n_bad
@@ -287,8 +305,8 @@ class CsvSource(PointSource):
 
     def fragments(self, target_rows):
         """One fragment per file (a compressed CSV cannot be split)."""
-        return [CsvSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows, _spec=self._spec)
-                for f in self.files]
+        return [CsvSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows, _spec=self._spec,
+                          time=self.time) for f in self.files]
 
 
 def _open_text(path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 from pyproj import CRS
 
 from ..errors import InputError, OutputError
@@ -110,6 +111,10 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         write_png(gdf, path, metadata, crs=crs, title=title, levels=levels)
     else:
         out = gdf if crs is None else gdf.to_crs(crs)
+        if crs is not None and out.crs is not None and out.crs.is_geographic:  # no polygon across the world
+            from .geojson import split_antimeridian
+
+            out = out.set_geometry(split_antimeridian(np.asarray(out.geometry.values)), crs=out.crs)
         name = layer or os.path.splitext(os.path.basename(path))[0]
         meta_json = json.dumps(metadata, separators=(",", ":"))
         summary = (
@@ -148,6 +153,11 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
                                             layer_options=options, dataset_options=dataset_options)
                 finally:
                     pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": None})
+            from .qgis_style import add_default_style, is_series_layer, series_qml
+
+            if is_series_layer(out):  # a map series: QGIS's temporal controller animates it as it is opened
+                add_default_style(tmp, name, None, series_qml(out), stamp=stamp,
+                                  description="dpgeo map series: one frame per period")
             if levels is not None:
                 _append_levels(tmp, levels if crs is None else levels.to_crs(crs), name, metadata, eng, stamp)
 

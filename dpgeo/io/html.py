@@ -39,6 +39,7 @@ from . import palette
 from .atomic import atomic_write
 from .basemap import DEFAULT_BASEMAP, OSM_ATTRIBUTION, OSM_TILES, basemap_config, check_basemap  # noqa: F401
 from .geojson import geojson_collection
+from .html_series import SERIES_CSS, SERIES_JS, label_periods, series_config, series_controls_html, series_legend_html
 from .statement import privacy_statement
 
 __all__ = ["write_html", "html_document", "read_html_metadata", "check_basemap", "basemap_config", "leaflet_version",
@@ -114,7 +115,9 @@ _APP_JS = r"""
     var box = document.createElement("div");
     box.className = "dp-popup";
     var head = document.createElement("strong");
-    head.textContent = "Cluster " + fmt(p.cluster_id);
+    head.textContent = (p.hotspot ? p.hotspot : p.h3 ? "H3 cell " + p.h3 : p.band !== undefined ? "Band " + fmt(p.band)
+      : p.cluster_id !== undefined ? "Cluster " + fmt(p.cluster_id) : "Cell " + fmt(p.cell_id)) +
+      (p.period ? " \u2014 " + p.period : "");
     box.appendChild(head);
     var table = document.createElement("table");
     function row(k, v, cls) {
@@ -122,9 +125,17 @@ _APP_JS = r"""
       th.textContent = k; tr.insertBefore(th, td); td.textContent = v;
       if (cls) { td.className = cls; }
     }
-    row("dp_count", fmt(p.dp_count), "dp-count");
-    row("95% interval", (p.dp_count_low === null || p.dp_count_low === undefined) ? cfg.noInterval
-        : fmt(p.dp_count_low) + " \u2013 " + fmt(p.dp_count_high), "dp-interval");
+    if (p.period) { row("period", p.period + (p.period_start ? " (" + String(p.period_start).slice(0, 10) + " to " +
+                                               String(p.period_end).slice(0, 10) + ")" : ""), "dp-period"); }
+    if (p.dp_total !== undefined) {
+      row("dp_total", fmt(p.dp_total), "dp-count");
+      row("95% interval", fmt(p.dp_total_low) + " \u2013 " + fmt(p.dp_total_high), "dp-interval");
+    } else {
+      row("dp_count", fmt(p.dp_count), "dp-count");
+      row("95% interval", (p.dp_count_low === null || p.dp_count_low === undefined) ? cfg.noInterval
+          : fmt(p.dp_count_low) + " \u2013 " + fmt(p.dp_count_high), "dp-interval");
+    }
+    if (p.gi_z !== undefined) { row("Gi* z", Number(p.gi_z).toFixed(2)); row("p", Number(p.gi_p).toPrecision(3)); }
     if (p.n_cells !== undefined) {
       row("cells", fmt(p.n_cells) + (cfg.cellWidth ? " of " + cfg.cellWidth + " \u00d7 " + cfg.cellWidth + " m" : ""));
     }
@@ -207,17 +218,18 @@ _APP_JS = r"""
       this._layers[L.stamp(layer)] = layer;
     }
   }))();
-  var clusters = L.featureGroup(release.features.map(function (f) {
-    var i = cfg.colourOf[String(f.properties.cluster_id)] || 0;
+  var clusters = L.featureGroup(release.features.map(function (f, k) {
+    var i = cfg.featureColour ? cfg.featureColour[k] : (cfg.colourOf[String(f.properties.cluster_id)] || 0);
     return new ClusterShape(f, {renderer: renderer, weight: cfg.weight, className: "dp-cluster dp-c" + i});
   }));
   clusters.bindPopup(function (layer) { return popup(layer.feature.properties); });
   clusters.addTo(map);
-  cfg.labels.forEach(function (l) {
+  window.dpgeoLabels = cfg.labels.map(function (l) {
     var s = document.createElement("span");
     s.textContent = l[2];
-    L.tooltip({permanent: true, direction: "center", className: "dp-label", interactive: false})
+    var t = L.tooltip({permanent: true, direction: "center", className: "dp-label", interactive: false})
       .setLatLng([l[0], l[1]]).setContent(s).addTo(map);
+    return {period: l[3], tooltip: t};
   });
   window.dpgeoMap = map;
   window.dpgeoClusters = clusters;
@@ -274,13 +286,14 @@ html, body { margin: 0; height: 100%; font: 13px/1.35 system-ui, -apple-system, 
 """.replace("SMALL_SCREEN", SMALL_SCREEN)
 
 
-def _palette_css() -> str:
-    """CSS of the cluster paths: the shared style and one class per palette colour."""
-    rules = [f".dp-cluster {{ fill-opacity: {palette.FILL_OPACITY:.4f}; stroke-opacity: 1; "
-             f"stroke-width: {palette.OUTLINE_WIDTH_MM * _PX_PER_MM:.2f}px; stroke-linecap: round; "
+def _palette_css(fills=palette.CLUSTER_COLOURS, outlines=palette.OUTLINE_COLOURS, *, opacity=palette.FILL_OPACITY,
+                 width_mm=palette.OUTLINE_WIDTH_MM) -> str:
+    """CSS of the feature paths: the shared style and one class per palette colour."""
+    rules = [f".dp-cluster {{ fill-opacity: {opacity:.4f}; stroke-opacity: 1; "
+             f"stroke-width: {width_mm * _PX_PER_MM:.2f}px; stroke-linecap: round; "
              "stroke-linejoin: round; fill-rule: evenodd; }"]
     rules += [f".dp-c{i} {{ fill: {f}; stroke: {o}; }}"
-              for i, (f, o) in enumerate(zip(palette.CLUSTER_COLOURS, palette.OUTLINE_COLOURS))]
+              for i, (f, o) in enumerate(zip(fills, outlines))]
     return "\n".join(rules) + "\n"
 
 
@@ -352,6 +365,20 @@ def study_area_outline(metadata: dict, crs="EPSG:4326"):
 
 
 # -- the page ---------------------------------------------------------------------------
+
+def _style_legend_html(fills, outlines, legend, title, area_kind, n_total, heading) -> str:
+    """The legend of a layer coloured by what its features hold (counts, bands, hot-spot classes)."""
+    rows = [f'<div class="dp-legend-row"><span class="dp-swatch" style="background:{fills[i]}'
+            f'{int(palette.FILL_ALPHA):02x};border-color:{outlines[i]}"></span>{_esc(label)}</div>'
+            for i, label in legend[:MAX_LEGEND_ROWS]]
+    if area_kind:
+        rows.append(f'<div class="dp-legend-row"><span class="dp-swatch-area" '
+                    f'style="border-color:{palette.STUDY_AREA_COLOUR}"></span>study area ({_esc(area_kind)})</div>')
+    note = '<div class="dp-legend-note">Click a feature for its 95% interval.</div>' if n_total else ""
+    return (f'<details id="dpgeo-legend" class="dp-panel" open><summary><h1 class="dp-title">{_esc(heading)}</h1>'
+            f'<span class="dp-legend-title">{_esc(title)} ({n_total:,} features)</span></summary>'
+            + "".join(rows) + note + "</details>")
+
 
 def _legend_html(cluster_ids, counts, area_kind, n_total, heading) -> str:
     rows = []
@@ -440,6 +467,7 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
     ids = np.array([p.get("cluster_id", 0) for p in props]) if props else np.zeros(0, int)
     idx = palette.colour_index(ids) if ids.size else np.zeros(0, int)
     colour_of = {str(k): int(i) for k, i in zip(ids.tolist(), idx.tolist())}
+    fills, outlines, fidx, legend, legend_title = palette.layer_style(gdf)
     counts = [p.get("dp_count") for p in props]
 
     area, area_kind = study_area_outline(md)
@@ -452,18 +480,24 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         b = None
     if b is not None and np.isfinite(b).all():
         bounds = [[b[1], b[0]], [b[3], b[2]]]
+    series = series_config(md, clusters=legend is None, legend_title=legend_title)
     labels = []
-    if 0 < len(gdf) <= MAX_LABELS and "dp_count" in gdf:
+    value = "dp_total" if "dp_total" in gdf else "dp_count"
+    n_frames = len(series["periods"]) if series else 1
+    if 0 < len(gdf) <= MAX_LABELS * n_frames and value in gdf:
         import shapely
 
         pts = shapely.point_on_surface(np.asarray(gdf.to_crs(4326).geometry.values))
-        labels = [[round(float(p.y), 7), round(float(p.x), 7), str(c)] for p, c in zip(pts, gdf["dp_count"])
+        labels = [[round(float(p.y), 7), round(float(p.x), 7), str(c), per]
+                  for p, c, per in zip(pts, gdf[value], label_periods(gdf))
                   if p is not None and not p.is_empty and c is not None]
 
     interval = md.get("dp_count_interval")
     cfg = {
-        "weight": round(palette.OUTLINE_WIDTH_MM * _PX_PER_MM, 2),
+        "weight": round((palette.OUTLINE_WIDTH_MM if legend is None else palette.CELL_OUTLINE_WIDTH_MM)
+                        * _PX_PER_MM, 2),
         "colourOf": colour_of,
+        "featureColour": None if legend is None else [int(i) for i in fidx],
         "studyArea": None if area is None else json.loads(_geom_json(area)),
         "studyAreaColour": palette.STUDY_AREA_COLOUR,
         "bounds": bounds,
@@ -473,6 +507,7 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         "basemap": None if tiles is None else {k: tiles[k] for k in ("url", "attribution", "referrerPolicy")}
         | {"link": None if tiles["link"] is None else html.escape(tiles["link"], quote=True)},
         "smallScreen": SMALL_SCREEN,
+        "series": series,
     }
 
     addons = []  # parts of the page kept in their own modules: each adds style, HTML, a privacy note, a script
@@ -483,7 +518,8 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
     v = _vendor()
     csp = "; ".join([
         "default-src 'none'",
-        " ".join([f"script-src {_sha256(v['js'])} {_sha256(_APP_JS)}"] + [_sha256(a.js) for a in addons]),
+        " ".join([f"script-src {_sha256(v['js'])} {_sha256(_APP_JS)}" + (f" {_sha256(SERIES_JS)}" if series else "")]
+                 + [_sha256(a.js) for a in addons]),
         "style-src 'unsafe-inline'",
         "img-src " + " ".join(img_src),
         "base-uri 'none'",
@@ -500,18 +536,25 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         f"<title>{_esc(page_title)} — dpgeo map</title>\n",
         f"<!-- Leaflet {_esc(v.get('version', ''))} ({_esc(v.get('license', ''))}), inlined below under its licence:\n",
         licence, "-->\n",
-        "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS, _palette_css(), *[a.css for a in addons],
+        "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS,
+        _palette_css(fills, outlines) if legend is None else
+        _palette_css(fills, outlines, opacity=palette.CELL_FILL_OPACITY, width_mm=palette.CELL_OUTLINE_WIDTH_MM),
+        SERIES_CSS if series else "", *[a.css for a in addons],
         "</style>\n</head>\n<body>\n",
         '<div id="map"></div>\n',
         "<noscript><p>This map needs JavaScript. The clusters and their privacy metadata are in the "
         "GeoJSON inside this file (element dpgeo-layer).</p></noscript>\n",
         _privacy_html(md, "".join(a.privacy for a in addons)), "\n",
-        _legend_html(ids.tolist(), counts, area_kind, len(props), page_title), "\n",
+        (series_legend_html(props, page_title, area_kind, palette.STUDY_AREA_COLOUR) if series and legend is None
+         else _legend_html(ids.tolist(), counts, area_kind, len(props), page_title) if legend is None else
+         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title)),
+        ("\n" + series_controls_html(series)) if series else "", "\n",
         *[a.body for a in addons],
         '<script type="application/json" id="dpgeo-layer">', _json_data(fc), "</script>\n",
         '<script type="application/json" id="dpgeo-config">', _json_data(cfg), "</script>\n",
         "<script>", v["js"], "</script>\n",
         "<script>", _APP_JS, "</script>\n",
+        ("<script>" + SERIES_JS + "</script>\n") if series else "",
         *[f"<script>{a.js}</script>\n" for a in addons],
         "</body>\n</html>\n",
     ])

@@ -30,8 +30,8 @@ __all__ = ["PageAddon", "level_switch", "level_views", "LEVELS_JS"]
 
 #: CSS pixels per millimetre (96 dpi), as the map's outlines.
 _PX_PER_MM = 96 / 25.4
-#: Fill opacity of a level: lower than a cluster's, as the levels are drawn nested (one over the other).
-LEVEL_FILL_OPACITY = 0.35
+#: Fill opacity of a level (the palette's: lower than a cell's, as the levels are drawn nested, one over the other).
+LEVEL_FILL_OPACITY = palette.LEVEL_FILL_OPACITY
 
 
 @dataclass(frozen=True)

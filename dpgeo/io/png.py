@@ -24,13 +24,14 @@ from . import palette
 from .atomic import atomic_write
 from .statement import privacy_line, privacy_statement
 
+from .drawing import _PT_PER_MM, _drawing_crs, _path_of  # noqa: F401 (shared with the small multiples)
+
 __all__ = ["write_png", "read_png_metadata", "require_matplotlib", "font_path", "FONT_FAMILY"]
 
 #: Features labelled with their ``dp_count`` (more would only clutter the picture).
 MAX_LABELS = 200
 #: Clusters listed one by one in the legend.
 MAX_LEGEND_ROWS = 20
-_PT_PER_MM = 72 / 25.4
 #: The font of every text in the picture: it ships with matplotlib and has every glyph dpgeo writes
 #: (ε, δ, ×, ², ±, –, …), whatever font a matplotlibrc prefers.
 FONT_FAMILY = "DejaVu Sans"
@@ -61,38 +62,6 @@ def font_path() -> str:
 def _font_rc() -> dict:
     """matplotlib settings that draw every text of the picture in :data:`FONT_FAMILY`."""
     return {"font.family": "sans-serif", "font.sans-serif": [FONT_FAMILY], "mathtext.fontset": "dejavusans"}
-
-
-def _drawing_crs(gdf, metadata, crs):
-    """The CRS the picture is drawn in: ``crs``, else a projected layer CRS, else the working CRS."""
-    from pyproj import CRS
-
-    if crs is not None:
-        return CRS.from_user_input(crs)
-    if gdf.crs is not None and not CRS.from_user_input(gdf.crs).is_geographic:
-        return CRS.from_user_input(gdf.crs)
-    try:
-        return CRS.from_user_input(metadata.get("working_crs"))
-    except Exception:
-        return CRS.from_user_input(gdf.crs or "EPSG:4326")
-
-
-def _path_of(geom):
-    from matplotlib.path import Path as MPath
-
-    verts, codes = [], []
-    for poly in getattr(geom, "geoms", [geom]):
-        if poly.geom_type != "Polygon" or poly.is_empty:
-            continue
-        for ring in [poly.exterior, *poly.interiors]:
-            xy = np.asarray(ring.coords)[:, :2]
-            if len(xy) < 3:
-                continue
-            verts.append(xy)
-            codes.append(np.r_[MPath.MOVETO, np.full(len(xy) - 2, MPath.LINETO), MPath.CLOSEPOLY])
-    if not verts:
-        return None
-    return MPath(np.concatenate(verts), np.concatenate(codes))
 
 
 def _nice_length(span):
@@ -136,12 +105,12 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
     ax.set_axis_off()
 
     ids = layer["cluster_id"].to_numpy() if "cluster_id" in layer and len(layer) else np.zeros(0, int)
-    idx = palette.colour_index(ids) if ids.size else np.zeros(0, int)
+    fills, outlines, idx, style_legend, style_title = palette.layer_style(layer)
     width_pt = palette.OUTLINE_WIDTH_MM * _PT_PER_MM
+    fill_opacity = palette.FILL_OPACITY if style_legend is None else palette.CELL_FILL_OPACITY
+    line_pt = width_pt if style_legend is None else palette.CELL_OUTLINE_WIDTH_MM * _PT_PER_MM
     level_ranges = []
     if levels is not None and len(levels):  # the tree of levels, nested (shallow first), under the clusters' outlines
-        from .html_levels import LEVEL_FILL_OPACITY
-
         lv = levels.to_crs(dcrs) if levels.crs is not None else levels
         cls, level_ranges = palette.level_classes(lv["level"].to_numpy(dtype=float))
         for k in np.lexsort((lv["level_id"].to_numpy(), lv["depth"].to_numpy())):
@@ -149,15 +118,14 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
             path = None if geom is None or geom.is_empty else _path_of(geom)
             if path is not None:
                 c = int(cls[k])
-                ax.add_patch(PathPatch(path, facecolor=to_rgba(palette.LEVEL_COLOURS[c], LEVEL_FILL_OPACITY),
-                                       edgecolor=palette.LEVEL_OUTLINE_COLOURS[c], lw=0.5 * width_pt))
+                ax.add_patch(PathPatch(path, edgecolor=palette.LEVEL_OUTLINE_COLOURS[c], lw=0.5 * width_pt,
+                                       facecolor=to_rgba(palette.LEVEL_COLOURS[c], palette.LEVEL_FILL_OPACITY)))
     for geom, i in zip(layer.geometry.values if len(layer) else [], idx):
         path = None if geom is None or geom.is_empty else _path_of(geom)
         if path is None:
             continue
-        face = "none" if level_ranges else to_rgba(palette.CLUSTER_COLOURS[i], palette.FILL_OPACITY)
-        ax.add_patch(PathPatch(path, facecolor=face, edgecolor=palette.OUTLINE_COLOURS[i], lw=width_pt,
-                               joinstyle="miter"))
+        face = "none" if level_ranges else to_rgba(fills[i], fill_opacity)  # over the levels: outlined only
+        ax.add_patch(PathPatch(path, facecolor=face, edgecolor=outlines[i], lw=line_pt, joinstyle="miter"))
     if area is not None:
         for poly in getattr(area, "geoms", [area]):
             if poly.geom_type == "Polygon":
@@ -186,13 +154,14 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
                     ha="left", va="center", fontsize=7)
 
     # legend
-    order = np.argsort(ids, kind="stable")
-    handles = []
+    order = np.argsort(ids, kind="stable") if style_legend is None else np.zeros(0, int)
+    handles = [Patch(facecolor=to_rgba(fills[i], fill_opacity), edgecolor=outlines[i], lw=width_pt, label=label)
+               for i, label in (style_legend or [])[:MAX_LEGEND_ROWS]]
     if level_ranges:
-        from .html_levels import LEVEL_FILL_OPACITY, _num
+        from .html_levels import _num
 
         for lo, hi, c in level_ranges:
-            handles.append(Patch(facecolor=to_rgba(palette.LEVEL_COLOURS[c], min(1.0, 2 * LEVEL_FILL_OPACITY)),
+            handles.append(Patch(facecolor=to_rgba(palette.LEVEL_COLOURS[c], palette.LEVEL_FILL_OPACITY),
                                  edgecolor=palette.LEVEL_OUTLINE_COLOURS[c], lw=0.5 * width_pt,
                                  label=f"density {_num(lo)}" + ("" if lo == hi else f"–{_num(hi)}")))
         handles.append(Patch(facecolor="none", edgecolor="none", label="the map's clusters, outlined: dp_count"))
@@ -203,7 +172,7 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
                                                                             palette.FILL_OPACITY),
                              edgecolor=palette.OUTLINE_COLOURS[i], lw=width_pt,
                              label=f"cluster {ids[j]}: {c if c is not None else 'n/a'}"))
-    more = len(ids) - len(handles)
+    more = len(ids) - len(handles) if style_legend is None else 0
     if more:
         handles.append(Patch(facecolor="none", edgecolor="none",
                              label=f"… and {more:,} more (colours repeat every {len(palette.CLUSTER_COLOURS)})"))
@@ -212,6 +181,8 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
                               label=f"study area ({area_kind})"))
     n = len(ids)
     leg_title = "No clusters" if n == 0 else f"{n:,} cluster{'s' if n != 1 else ''}: dp_count"
+    if style_legend is not None:
+        leg_title = f"{style_title} ({len(layer):,} features)"
     if level_ranges:
         leg_title = (f"{len(levels):,} nested levels: density where each separates\n"
                      "(noisy points in the 3 × 3 cells around a cell)")
@@ -292,8 +263,15 @@ def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, ti
     # text chunks that are not Latin-1 (ε, δ) are written as UTF-8 iTXt chunks by Pillow
     info = {"dpgeo": json.dumps(metadata, separators=(",", ":"), ensure_ascii=True),
             "Software": f"dpgeo {__version__}", "Description": privacy_line(metadata)}
+    from .html_series import series_config
+
     with matplotlib.rc_context(_font_rc()):
-        fig = _figure(gdf, metadata, crs, float(width_in), title, levels)
+        if series_config(metadata):  # a map series: one panel per period
+            from .png_series import series_figure
+
+            fig = series_figure(gdf, metadata, crs, float(width_in), title)
+        else:
+            fig = _figure(gdf, metadata, crs, float(width_in), title, levels)
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight",
                                                    pad_inches=0.15, facecolor="white", metadata=info))
     return path

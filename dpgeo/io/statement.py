@@ -129,6 +129,13 @@ def privacy_statement(metadata: dict) -> PrivacyStatement:
     rid = _name(md.get("release_id")) or _name(md.get("release"))
     if rid:
         items.append(("Release", rid))
+    series = md.get("series")
+    if isinstance(series, dict) and series.get("period"):
+        n = len(md.get("periods") or []) or series.get("n_periods")
+        what = "running totals over " if series.get("cumulative") else ""
+        items.append(("Series", f"{what}{_num(n)} periods by {series['period']} ({series.get('timezone', 'UTC')}), "
+                                f"{series.get('period_start')} to {md.get('period_end') or series.get('period_end')}"
+                                f"; {series.get('accounting', '')}".rstrip("; ")))
     dom = md.get("domain")
     if isinstance(dom, dict) and dom.get("description"):
         items.append(("Study area", str(dom["description"])))

@@ -6,6 +6,7 @@ import math
 import numbers
 import os
 import warnings
+from dataclasses import dataclass
 
 from .._dates import today
 from .._version import __version__
@@ -48,6 +49,53 @@ def check_fraction(value, name, lo_open=True, hi_closed=False):
 
 
 # -- contribution ----------------------------------------------------------------
+
+#: The keyword arguments every release takes besides its mechanism's own parameters.
+COMMON_KEYS = ("epsilon", "domain", "domain_crs", "crs", "sensitivity", "person", "max_points_per_person", "seed",
+               "domain_from_data", "input_crs", "unattended", "dataset", "ledger", "analyst", "progress",
+               "scheduler", "max_memory_bytes")
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """The neighbouring relation of a run: points per record (``sensitivity``), or per person (``cap``)."""
+
+    sensitivity: int = 1
+    cap: int | None = None
+    person: str | None = None  # how the metadata names the person identifier
+
+
+def contribution(person=None, max_points_per_person=None, sensitivity=1) -> Contribution:
+    """The checked contribution bound of a run (see :func:`dpgeo.pipeline._common._contribution`)."""
+    s, cap = _contribution(person, max_points_per_person, sensitivity)
+    return Contribution(s, cap, _person_label(person))
+
+
+def _epsilon(mech, p, epsilon):
+    if epsilon is None and not mech.needs_epsilon(p):
+        return None
+    if epsilon is None:
+        raise mech.missing_epsilon(p)
+    return check_epsilon(epsilon)
+
+
+def validated(mech, values: dict):
+    """``(common, params, epsilon, contribution)`` of a run of ``mech``: the shared keyword arguments with their
+    defaults, the mechanism's parameters checked against its declaration, ε and the contribution bound checked,
+    the seed checked. Public inputs only."""
+    from ..randomness import check_seed
+
+    v = {k: values.get(k) for k in COMMON_KEYS}
+    for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
+        if v[key] is None:
+            v[key] = default
+    p = mech.validate(values)
+    epsilon = _epsilon(mech, p, v["epsilon"])
+    c = contribution(v["person"], v["max_points_per_person"], v["sensitivity"])
+    mech.check_run(p, epsilon, c)
+    check_seed(v["seed"])
+    return v, p, epsilon, c
+
 
 def _contribution(person, max_points_per_person, sensitivity):
     """Sensitivity and privacy unit from the person/cap/sensitivity parameters (checked)."""

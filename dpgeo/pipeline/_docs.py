@@ -71,6 +71,39 @@ COMMON_DOCS = {
                          "Refuse, before any data is read, a run whose grid and noise laws are estimated "
                          "(:mod:`dpgeo.resources`) to need more memory than this (bytes, or e.g. ``\"8G\"``); "
                          "default ``$DPGEO_MAX_MEMORY``, else half the machine's memory."),
+    # -- a series (pipeline/series.py): one release per public period --
+    "time": ("str or array_like, optional",
+             "Make the run a **series**, one release per public period: the column that holds each record's time "
+             "(file or frame input), or the times of points given in memory. ISO 8601 text (year first, with or "
+             "without a zone), epoch seconds, or timestamps; records without a usable time, or outside the bounds, "
+             "are dropped and counted for the owner. The input is read once for all periods. Returns a "
+             ":class:`~dpgeo.series.SeriesRelease`."),
+    "period": ("{\"day\", \"week\", \"month\", \"quarter\", \"year\"}, optional",
+               "The length of a period of a series (weeks start on Monday). Required with ``time``."),
+    "period_start": ("str, date or datetime, optional",
+                     "The **public** start of a series (included): ISO 8601 text such as ``\"2014-04-01\"``. The "
+                     "periods come from the bounds, never from the data; a period without data gets its release "
+                     "like any other. Required with ``time``."),
+    "period_end": ("str, date or datetime, optional",
+                   "The **public** end of a series (excluded), e.g. ``\"2014-10-01\"``. Required with ``time``."),
+    "timezone": ("str, optional",
+                 "IANA time zone whose calendar the periods follow, and in which times without a zone are read "
+                 "(default ``\"UTC\"``)."),
+    "time_format": ("str, optional",
+                    "``strptime`` format of text times that are not ISO 8601, e.g. ``\"%m/%d/%Y %H:%M:%S\"`` "
+                    "(``%z`` reads a zone)."),
+    "person_accounting": ("{\"series\", \"period\"}",
+                          "With ``person`` in a series: ``\"series\"`` (default) keeps at most "
+                          "``max_points_per_person`` points per person over the whole series, and the series costs "
+                          "ε once; ``\"period\"`` keeps that many in each period, and each period costs ε."),
+    "append": ("str, path or SeriesRelease, optional",
+               "Continue an earlier series (its file, or the SeriesRelease) with later periods: same mechanism, "
+               "parameters, grid and privacy unit. Under the record relation, periods disjoint from the series' "
+               "and at most its ε cost nothing more; the result holds every period."),
+    "cumulative": ("bool",
+                   "In a series: release running totals of the cell counts over the periods with the binary-tree "
+                   "mechanism (error growing with log of the number of periods) instead of the mechanism's layer "
+                   "per period."),
 }
 
 _TYPES = {"number": "float", "integer": "int", "text": "str", "flag": "bool"}
@@ -90,7 +123,8 @@ def param_doc(p) -> tuple[str, str]:
     if p.range_text() and p.kind in ("number", "integer"):
         extra.append(f"Range: {p.range_text()}.")
     if not p.required:
-        extra.append("Default: automatic (see above)." if p.default is None else f"Default: ``{p.default!r}``.")
+        extra.append((f"Default: {p.none_means} (see above)." if p.none_means == "automatic" else
+                      f"Default: {p.none_means}.") if p.default is None else f"Default: ``{p.default!r}``.")
     return typ, " ".join([p.help, *extra])
 
 
@@ -98,7 +132,9 @@ def param_doc(p) -> tuple[str, str]:
 COMMON_DEFAULTS = {"domain": None, "domain_crs": None, "crs": None, "sensitivity": 1, "person": None,
                    "max_points_per_person": None, "seed": None, "domain_from_data": False, "input_crs": None,
                    "unattended": False, "dataset": None, "ledger": None, "analyst": None, "progress": None,
-                   "scheduler": None, "max_memory_bytes": None}
+                   "scheduler": None, "max_memory_bytes": None, "time": None, "period": None, "period_start": None,
+                   "period_end": None, "timezone": None, "time_format": None, "person_accounting": "series",
+                   "append": None, "cumulative": False}
 
 
 def common_keys(mech) -> tuple:
@@ -119,6 +155,46 @@ def _full_signature(func, mech):
     return sig.replace(parameters=own + extra)
 
 
+#: The keywords of a map series (``pipeline/series.py``), which every entry point of a mechanism that reads data
+#: takes, whether or not its function names them.
+_SERIES_KEYS = ("time", "period", "period_start", "period_end", "timezone", "time_format", "person_accounting",
+                "append", "cumulative")
+
+
+def _with_series(target, mech):
+    """``target`` taking the series keywords it does not name: given any, the run goes to the one pipeline with the
+    function's own arguments and them (a series needs no code in the entry point); otherwise ``target`` runs."""
+    sig = inspect.signature(target)
+    missing = [k for k in _SERIES_KEYS if k not in sig.parameters]
+    if not missing or mech.reads is None:
+        return target
+    params = list(sig.parameters.values())
+    tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+    head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    full = sig.replace(parameters=head + [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY,
+                                                            default=COMMON_DEFAULTS[k]) for k in missing] + tail)
+
+    @functools.wraps(target)
+    def with_series(*args, **kwargs):
+        series = {k: kwargs.pop(k) for k in missing if k in kwargs}
+        from .series import is_series
+
+        if not is_series(series):
+            return target(*args, **kwargs)
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        for p in tail:
+            values.update(values.pop(p.name, {}))
+        values.update(series)
+        from .run import run_release
+
+        return run_release(mech, values.pop(next(iter(sig.parameters))), values)
+
+    with_series.__signature__ = full
+    return with_series
+
+
 def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata and the owner's diagnostics."):
     """Decorator: the entry point of ``mech``, its Parameters section generated and its signature checked.
 
@@ -126,6 +202,9 @@ def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata a
     shared ones (:data:`COMMON_DOCS`) as ``**common``: its signature (what
     :func:`inspect.signature` and ``help()`` show) then lists them all, with
     their defaults, and an unknown keyword is refused as by any function.
+    The keywords of a map series (``time=``, ``period=``, ...) are added to
+    every entry point of a mechanism that reads data, whether or not its
+    function names them.
     """
 
     def decorate(func):
@@ -141,6 +220,7 @@ def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata a
             target = wrapper
         else:
             target = func
+        target = _with_series(target, mech)
         sig = inspect.signature(target)
         declared = {p.name: p for p in mech.params if "api" in p.fronts}
         for name, p in declared.items():
@@ -210,7 +290,32 @@ def parameters_markdown(mechanisms) -> str:
                 f"{_md(p.range_text()) or '—'} | {_md(p.default_text())}{' (advanced)' if p.advanced else ''} | "
                 f"{where} | {_md(p.help)} |")
         out.append("")
+    out += series_markdown()
     return "\n".join(out)
+
+
+#: The series' keywords: their command-line option and QGIS parameter (every release takes them).
+SERIES_FRONTS = (("time", "--time", "TIME_FIELD"), ("period", "--period", "PERIOD"),
+                 ("period_start", "--period-start", "PERIOD_START"), ("period_end", "--period-end", "PERIOD_END"),
+                 ("timezone", "--timezone", "TIMEZONE"), ("time_format", "--time-format", "TIME_FORMAT"),
+                 ("person_accounting", "--person-accounting", "PERSON_ACCOUNTING"), ("append", "--append", None),
+                 ("cumulative", "--cumulative", "CUMULATIVE"))
+
+
+def series_markdown() -> list:
+    """The table of the series' keywords in ``docs/parameters.md``."""
+    out = ["## Every release: a map series", "",
+           "Every mechanism that reads data releases one map per public period when given a time and a period "
+           "(README, \"Maps over time\"; docs/privacy.md §6). The same keywords everywhere; the service takes "
+           "`time` (one of the dataset's `time_columns`), `period`, `period_start`, `period_end`, "
+           "`person_accounting`, `append` (a series id) and `cumulative` as process inputs.", "",
+           "| Python | command line | QGIS | type | default | meaning |", "|---|---|---|---|---|---|"]
+    for name, flag, qgis in SERIES_FRONTS:
+        typ, text = COMMON_DOCS[name]
+        default = COMMON_DEFAULTS[name]
+        out.append(f"| `{name}` | `{flag}` | {f'`{qgis}`' if qgis else '—'} | {_md(typ)} | "
+                   f"{_md('none' if default is None else default)} | {_md(text)} |")
+    return out + [""]
 
 
 def qgis_offered(mechanisms) -> list:

@@ -172,6 +172,11 @@ examples:
                    max_memory_bytes, cell_option="radius (or eta)")
         return Grid(area, cell_m)
 
+    def linear_in_contribution(self, grid, p, c):
+        # one histogram with discrete Laplace noise of decay exp(-ε/s), dense or sparse: one point moves one
+        # cell by one, a loss of ε/s; the spans are post-processing (§4)
+        return True
+
     def setup(self, grid, p, c):
         """All public quantities of a DP-DBSCAN run on ``grid`` (no data involved)."""
         if is_auto(p):

@@ -122,6 +122,11 @@ The budget split: --layer-share of ε (default 0.1) for the cells' counts, the r
     def count_options(self, p):
         return {"keep_points": True}
 
+    def linear_in_contribution(self, grid, p, c):
+        # every noisy count has sensitivity s and every coordinate sum s times one point's clipped range
+        # (§7.1): one point costs ε/s
+        return True
+
     def run(self, counts, p, c, setup, rng, progress):
         area = counts.grid.area
         x, y = counts.points.x[counts.kept], counts.points.y[counts.kept]

@@ -8,6 +8,7 @@ if it should have one, a Python entry point) and add one line here; see
 from __future__ import annotations
 
 from .dbscan import PREVIEW, SPANS
+from .heat import HEAT, HOTSPOTS
 from .kmeans import KMEANS
 from .wave import WAVECLUSTER
 
@@ -18,6 +19,8 @@ MECHANISMS = (
     SPANS,
     WAVECLUSTER,
     KMEANS,
+    HEAT,
+    HOTSPOTS,
     PREVIEW,
 )
 

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 
 from ..counting import count_points
 from ..noise import NoiseSource
-from ..randomness import check_seed
 from ..release import Release, run_protected_files, start_charge
-from ._common import (
+from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: exported from here)
+    COMMON_KEYS,
+    Contribution,
     _contribution,
+    _epsilon,
     _fixed_grid,
     _person_label,
     _progress,
@@ -40,38 +41,11 @@ from ._common import (
     _warn_if_not_private,
     base_metadata,
     check_epsilon,
+    contribution,
+    validated,
 )
 
 __all__ = ["run_release", "run_preview", "Contribution", "contribution", "public_plan", "COMMON_KEYS"]
-
-#: The keyword arguments every release takes besides its mechanism's own parameters.
-COMMON_KEYS = ("epsilon", "domain", "domain_crs", "crs", "sensitivity", "person", "max_points_per_person", "seed",
-               "domain_from_data", "input_crs", "unattended", "dataset", "ledger", "analyst", "progress",
-               "scheduler", "max_memory_bytes")
-
-
-@dataclass(frozen=True)
-class Contribution:
-    """The neighbouring relation of a run: points per record (``sensitivity``), or per person (``cap``)."""
-
-    sensitivity: int = 1
-    cap: int | None = None
-    person: str | None = None  # how the metadata names the person identifier
-
-
-def contribution(person=None, max_points_per_person=None, sensitivity=1) -> Contribution:
-    """The checked contribution bound of a run (see :func:`dpgeo.pipeline._common._contribution`)."""
-    s, cap = _contribution(person, max_points_per_person, sensitivity)
-    return Contribution(s, cap, _person_label(person))
-
-
-def _epsilon(mech, p, epsilon):
-    if epsilon is None and not mech.needs_epsilon(p):
-        return None
-    if epsilon is None:
-        raise mech.missing_epsilon(p)
-    return check_epsilon(epsilon)
-
 
 def public_plan(mech, values: dict, area, *, epsilon=None, sensitivity=1, person=None, max_points_per_person=None,
                 max_memory_bytes=None):
@@ -117,22 +91,21 @@ def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
     """Run ``mech`` on ``points`` with ``values`` (its parameters and the common keyword arguments).
 
     ``values`` is usually the entry point's ``locals()``; keys that are neither
-    the mechanism's parameters nor :data:`COMMON_KEYS` are ignored. Warnings
+    the mechanism's parameters nor :data:`COMMON_KEYS` are ignored, except the
+    series keywords (:data:`dpgeo.pipeline.series.SERIES_KEYS`: ``time``,
+    ``period``, ...), which make the run a series
+    (:func:`dpgeo.pipeline.series.run_series`). Warnings
     (not private, an unnamed dataset) point ``stacklevel`` frames above this
     function: by default at the first caller outside dpgeo.
     """
     if stacklevel is None:
         stacklevel = _frames_to_caller()
-    v = {k: values.get(k) for k in COMMON_KEYS}
-    for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
-        if v[key] is None:
-            v[key] = default
+    from .series import is_series, run_series
+
+    if is_series(values):  # time=, period=, ...: one release per public period (pipeline/series.py)
+        return run_series(mech, points, values, stacklevel=stacklevel + 1)
     # -- validate (public inputs only) --
-    p = mech.validate(values)
-    epsilon = _epsilon(mech, p, v["epsilon"])
-    c = contribution(v["person"], v["max_points_per_person"], v["sensitivity"])
-    mech.check_run(p, epsilon, c)
-    check_seed(v["seed"])
+    v, p, epsilon, c = validated(mech, values)
     protected = run_protected_files(points, v["domain"], v["ledger"])
     p["epsilon"] = epsilon
 

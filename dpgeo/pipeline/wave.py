@@ -258,6 +258,20 @@ examples:
     def count_options(self, p):
         return {"recountable": p.method == "baseline"}
 
+    def linear_in_contribution(self, grid, p, c):
+        """The counts' sensitivity is s; |Z|′ and the exponential mechanism's quality have sensitivities that
+        are s times one point's until they saturate at the number of coefficients, or round up (§5.5): then
+        one point costs more than ε/s, and a one-pass person series is refused."""
+        if p.method in ("exact", "privqt", "baseline"):
+            return True
+        from ..mechanisms.wavecluster import approximation_sensitivity
+
+        kw = dict(wavelet=p.wavelet, mode=p.mode, percentile=p.percentile)
+        one = approximation_sensitivity((grid.ny, grid.nx), sensitivity=1, **kw)
+        many = approximation_sensitivity((grid.ny, grid.nx), sensitivity=c.sensitivity, **kw)
+        keys = ("nonpositive_count",) if p.method == "privthr" else ("em_quality",)
+        return all(many[k] == c.sensitivity * one[k] for k in keys)
+
     def run(self, counts, p, c, setup, rng, progress):
         grid = counts.grid
         _progress(progress, 0.5, f"{p.method} on a {grid.nx} x {grid.ny} grid: wavelet approximation and threshold")

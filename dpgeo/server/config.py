@@ -111,6 +111,9 @@ class DatasetConfig:
     max_points_per_record: int = 1
     max_epsilon: object = None  # exact Fraction or None (then the total)
     private_releases: bool = False
+    time_columns: tuple = ()    # the columns an analyst may name as a series' time (none: no series)
+    timezone: str | None = None  # the calendar of its series, and of times written without a zone
+    time_format: str | None = None  # strptime format of its text times, when not ISO 8601
 
     @property
     def sensitivity(self) -> int:
@@ -261,7 +264,8 @@ def ledger_notice(settings) -> tuple:
 
 
 _DATASET_KEYS = {"path", "study_area", "total_epsilon", "title", "description", "layer", "x", "y", "input_crs", "crs",
-                 "person", "max_points_per_person", "max_points_per_record", "max_epsilon", "private_releases"}
+                 "person", "max_points_per_person", "max_points_per_record", "max_epsilon", "private_releases",
+                 "time_columns", "timezone", "time_format"}
 
 
 def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
@@ -330,12 +334,26 @@ def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
     private = t.get("private_releases", False)
     if not isinstance(private, bool):
         raise ConfigError(f"{w} private_releases must be true or false")
+    times = t.get("time_columns", [])
+    if isinstance(times, str):
+        times = [times]
+    if not isinstance(times, list) or not all(isinstance(c, str) and c.strip() for c in times):
+        raise ConfigError(f"{w} time_columns must be a list of column names (the times an analyst may make a series "
+                          "of)")
+    tz = _str(t, "timezone", w)
+    if tz is not None:
+        from ..periods import check_timezone
+
+        try:
+            check_timezone(tz)
+        except DpgeoError as exc:
+            raise ConfigError(f"{w} timezone: {exc}") from None
     return DatasetConfig(
         name=name, path=data_path, study_area=spec, area=area, total_epsilon=total,
         title=_str(t, "title", w) or name, description=_str(t, "description", w) or "",
         layer=_str(t, "layer", w), x=_str(t, "x", w), y=_str(t, "y", w), input_crs=_str(t, "input_crs", w), crs=crs,
         person=person, max_points_per_person=k, max_points_per_record=per_record, max_epsilon=max_eps,
-        private_releases=private)
+        private_releases=private, time_columns=tuple(times), timezone=tz, time_format=_str(t, "time_format", w))
 
 
 def _analyst(name: str, t: dict, datasets: dict) -> AnalystConfig:

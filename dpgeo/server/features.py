@@ -7,6 +7,8 @@ Everything is in CRS84 (lon/lat, WGS 84), the GeoJSON of RFC 7946.
 
 from __future__ import annotations
 
+import datetime as _dt
+
 import math
 
 import numpy as np
@@ -36,6 +38,7 @@ DEFAULT_LIMIT = 100
 MAX_LIMIT = 10000
 #: Query parameters the items endpoint understands (anything else is refused, as the standard asks).
 ITEMS_PARAMS = {"limit", "offset", "bbox", "bbox-crs", "crs", "datetime", "f"}
+_UTC = _dt.timezone.utc
 
 
 def _num(v):
@@ -47,13 +50,19 @@ def describe_release(rec) -> str:
     md = rec.get("metadata", {})
     eps, delta = md.get("epsilon"), md.get("delta", 0)
     dp = md.get("differentially_private")
+    series = md.get("series") if isinstance(md.get("series"), dict) else None
     head = (f"{md.get('mechanism', rec.get('process'))}: "
             + (f"differentially private, ε = {eps:g}, δ = {delta:g}" if dp else "NOT differentially private")
             + f". Neighbouring relation: {md.get('neighbouring_relation', 'not stated')}.")
     spent, total = md.get("dataset_spent_epsilon"), md.get("dataset_total_epsilon")
     budget = (f" After this release the dataset had spent ε = {spent:g} of its total {total:g}."
               if spent is not None and total is not None else "")
-    return (f"{head} Dataset '{rec['dataset']}', released {rec['date']} (release {rec['id']}).{budget} "
+    what = ""
+    if series is not None:
+        what = (f" A map series: {len(md.get('periods', []))} periods by {series.get('period')} "
+                f"({series.get('timezone')}), each feature in its period [period_start, period_end); "
+                f"{series.get('accounting')}. Filter the items by time with datetime=.")
+    return (f"{head} Dataset '{rec['dataset']}', released {rec['date']} (release {rec['id']}).{budget}{what} "
             "Each feature is a cluster: dp_count is its noisy point count and [dp_count_low, dp_count_high] its 95% "
             "interval; n_cells and area_m2 describe its polygon. The privacy metadata is in the member 'dpgeo'.")
 
@@ -76,13 +85,20 @@ def collection_document(rec, base: str) -> dict:
         links.append({"href": f"{url}/files/geojson", "rel": "enclosure", "type": GEOJSON,
                       "title": "the release as one GeoJSON file"})
     md = rec.get("metadata", {})
+    extent = {"spatial": {"bbox": [rec["bbox"]], "crs": CRS84}}
+    if rec.get("interval"):  # a map series: its public time span; items filter on it with datetime=
+        extent["temporal"] = {"interval": [rec["interval"]],
+                              "trs": "http://www.opengis.net/def/uom/ISO-8601/0/Gregorian"}
+        if rec.get("series_id") and rec["series_id"] != cid:
+            links.append({"href": f"{base}/collections/{rec['series_id']}", "rel": "predecessor-version",
+                          "type": "application/json", "title": "the series as first published"})
     return {
         "id": cid,
         "title": rec.get("title") or cid,
         "description": describe_release(rec),
         "keywords": ["differential privacy", md.get("method", ""), rec["dataset"]],
         "links": links,
-        "extent": {"spatial": {"bbox": [rec["bbox"]], "crs": CRS84}},
+        "extent": extent,
         "itemType": ITEM_TYPE,
         "crs": [CRS84],
         "storageCrs": CRS84,
@@ -94,8 +110,12 @@ def parse_items_query(query) -> dict:
     """``limit``, ``offset`` and ``bbox`` of an items request, checked (raises ParameterError)."""
     unknown = sorted(set(query) - ITEMS_PARAMS)
     if unknown:
-        raise ParameterError(f"unknown query parameter {unknown[0][:40]!r}; items take limit, offset and bbox")
-    out = {"limit": DEFAULT_LIMIT, "offset": 0, "bbox": None}
+        raise ParameterError(f"unknown query parameter {unknown[0][:40]!r}; items take limit, offset, bbox and "
+                             "datetime")
+    out = {"limit": DEFAULT_LIMIT, "offset": 0, "bbox": None, "datetime": None}
+    if "datetime" in query:
+        out["datetime"] = _interval(query["datetime"])
+        out["datetime_text"] = query["datetime"]
     if "limit" in query:
         out["limit"] = _int_param(query["limit"], "limit", 1, None)
         out["limit"] = min(out["limit"], MAX_LIMIT)  # the standard: a larger limit is served as the maximum
@@ -120,6 +140,40 @@ def parse_items_query(query) -> dict:
             raise ParameterError("bbox: the southern latitude must not be above the northern one")
         out["bbox"] = nums
     return out
+
+
+def _interval(text):
+    """``datetime=``: an instant or an interval ``a/b`` (``..`` or empty for open) as epoch seconds ``(lo, hi)``."""
+    from ..periods import parse_instant
+
+    def one(v):
+        if v in ("", ".."):
+            return None
+        try:
+            return parse_instant(v, _UTC, "datetime")
+        except ParameterError:
+            raise ParameterError("datetime must be an RFC 3339 date-time or an interval a/b (.. for an open end)")
+    parts = str(text).split("/")
+    if len(parts) == 1:
+        t = one(parts[0])
+        if t is None:
+            raise ParameterError("datetime must be an RFC 3339 date-time or an interval a/b (.. for an open end)")
+        return t, t
+    if len(parts) != 2:
+        raise ParameterError("datetime must be an RFC 3339 date-time or an interval a/b (.. for an open end)")
+    return one(parts[0]), one(parts[1])
+
+
+def _in_time(feature, interval) -> bool:
+    """Whether a series feature's period [period_start, period_end) meets the closed ``interval``."""
+    from ..periods import parse_instant
+
+    p = feature.get("properties") or {}
+    if "period_start" not in p:
+        return True
+    lo, hi = interval
+    a, b = parse_instant(p["period_start"], _UTC), parse_instant(p["period_end"], _UTC)
+    return (hi is None or a <= hi) and (lo is None or b > lo)
 
 
 def _int_param(text, name, lo, hi):
@@ -152,6 +206,8 @@ def items_document(rec, features, bounds, query, base, request_url) -> dict:
     from urllib.parse import urlencode
 
     idx = select(bounds, query["bbox"])
+    if query.get("datetime") is not None:
+        idx = np.array([i for i in idx if _in_time(features[i], query["datetime"])], dtype=np.int64)
     if query["bbox"] is not None and len(idx):
         # exact test on the geometries for the candidates
         import shapely
@@ -168,6 +224,8 @@ def items_document(rec, features, bounds, query, base, request_url) -> dict:
         params = {"limit": lim, "offset": offset}
         if query["bbox"] is not None:
             params["bbox"] = ",".join(f"{v:g}" for v in query["bbox"])
+        if query.get("datetime") is not None:
+            params["datetime"] = query["datetime_text"]
         return {"href": f"{url}?{urlencode(params)}", "rel": rel, "type": GEOJSON, "title": title}
 
     links = [link("self", off, "this page"),

@@ -73,9 +73,13 @@ def write_release(folder, release_id, result, *, title, dataset, process_id, pri
     md = result.metadata
     if bbox is None:  # an empty release: its extent is the public study area
         bbox = _study_area_bbox(md.get("domain") or {})
+    series = md.get("series") if isinstance(md.get("series"), dict) else None
     record = {"id": release_id, "title": title, "dataset": dataset, "process": process_id, "date": date,
               "private": bool(private), "n_features": len(fc.get("features", [])), "bbox": bbox,
               "files": {k: os.path.basename(v) for k, v in paths.items()}, "metadata": md}
+    if series is not None:  # a series: its time span, and the series it belongs to (an append is its next version)
+        record["series_id"] = series.get("series_id")
+        record["interval"] = [series.get("period_start"), md.get("period_end")]
     text = None
     if html:  # the map page is a convenience: a release stands without one
         from .mappage import map_html
@@ -250,7 +254,8 @@ class ReleaseStore:
         feats = []
         for i, feat in enumerate(fc.get("features", [])):
             props = feat.get("properties") or {}
-            fid = props.get("cluster_id", i + 1)
+            # a series repeats a cluster's id in every period: its features are numbered instead
+            fid = i + 1 if "period" in props else props.get("cluster_id", i + 1)
             feats.append({"type": "Feature", "id": int(fid), "geometry": feat.get("geometry"), "properties": props})
         if feats:
             geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in feats])

@@ -164,10 +164,17 @@ class JobLedger(Ledger):
         return self.store.begin_phase(self.job_id, phase, expect=expect)
 
     def reserve(self, dataset, **kw):
+        return self._announced(lambda rid: super(JobLedger, self).reserve(dataset, release_id=rid, **kw))
+
+    def append_periods(self, series_id, **kw):
+        """Periods appended to a series: announced in the job record like a charge (under the run's own id)."""
+        return self._announced(lambda rid: super(JobLedger, self).append_periods(series_id, run_id=rid, **kw))
+
+    def _announced(self, charge):
         rid = secrets.token_hex(16)
         if not self.store.begin_phase(self.job_id, "reserving", expect=None, release_id=rid):
             raise LedgerError(f"job {self.job_id} was closed by the server: nothing is charged for it")
-        r = super().reserve(dataset, release_id=rid, **kw)
+        r = charge(rid)
         if not self.enter_phase("reading", "reserving"):
             r.cancel()
             raise LedgerError(f"job {self.job_id} was closed by the server: its charge is cancelled")
@@ -209,6 +216,10 @@ def execute_release(spec: dict) -> dict:
         if not store.mark_running(job_id):
             return _closed(who)
         points = PointFile(dataset["path"], **dataset["read"])  # read by the pipeline, after the charge
+        if params.get("append"):  # the series continued: its published GeoPackage (DP output)
+            import os
+
+            dataset = dict(dataset, append_path=os.path.join(spec["releases"], f"{params['append']}.gpkg"))
         ledger = JobLedger(spec["ledger"], store=store, job_id=job_id)
         result = process.run(points, params, dataset, ledger=ledger, analyst=spec["analyst"], progress=None)
         rid = result.metadata["release_id"]

@@ -74,6 +74,7 @@ class DeclaredAlgorithm(DeclaredBase):
         self.add_budget_params()
         self.add_person_params()
         self.add_declared(advanced=False)
+        self.add_series_params()
         self.add_study_area()
         self.add_crs_params()
         self.add_declared(advanced=True)

@@ -80,6 +80,7 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
         if source is None:
             raise QgsProcessingException(self.invalidSourceError(parameters, self.INPUT))
         person_field, cap = self.person_kwargs(parameters, context)
+        time_field, series = self.series_kwargs(parameters, context)
         if person_field and kwargs.get("sensitivity", 1) != 1:
             raise QgsProcessingException(self.tr(
                 "With a person field, bound each person's points with 'Maximum points per person' and leave "
@@ -93,8 +94,8 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
         kwargs.update(self.check_budget(parameters, context, feedback, epsilon=kwargs.get("epsilon"),
                                         private=private))
         try:
-            x, y, crs, n_null, person, n_no_person = self.read_input(parameters, context, feedback, source,
-                                                                     person_field)
+            x, y, crs, n_null, person, n_no_person, *times = self.read_input(parameters, context, feedback,
+                                                                             source, person_field, time_field)
         except Cancelled:
             raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written.")) from None
         if n_null:
@@ -110,6 +111,10 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
             kwargs["max_points_per_person"] = cap
         if x.size == 0:
             raise QgsProcessingException(self.tr("The point layer has no points (after skipping empty geometries)."))
+        if time_field:  # a map series: the library reads the times, the periods come from the public bounds
+            kwargs.update(series, time=times[0])
+            feedback.pushInfo(self.tr("Map series: one release per {} from {} to {} ({}).").format(
+                series["period"], series["period_start"], series["period_end"], series["timezone"]))
         kwargs.update(area)
         working = self.working_crs(parameters, context)
         if working:

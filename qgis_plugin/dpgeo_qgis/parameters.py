@@ -18,8 +18,12 @@ from qgis.core import (
     QgsProcessingOutputBoolean,
     QgsProcessingOutputNumber,
     QgsProcessingOutputString,
+    QgsProcessingParameterBoolean,
     QgsProcessingParameterCrs,
+    QgsProcessingParameterDateTime,
     QgsProcessingParameterDefinition,
+    QgsProcessingParameterEnum,
+    QgsProcessingParameterString,
     QgsProcessingParameterExtent,
     QgsProcessingParameterFeatureSink,
     QgsProcessingParameterFeatureSource,
@@ -64,6 +68,37 @@ def crs_for_library(crs: QgsCoordinateReferenceSystem) -> str:
     return crs.toWkt(QgsCoordinateReferenceSystem.WKT_PREFERRED)
 
 
+def advanced_param(p):
+    """``p`` shown under Advanced."""
+    p.setFlags(p.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
+    return p
+
+
+def _wall_clock(qdt) -> str:
+    """A dialog's date and time as ISO 8601 text without a zone: a wall-clock time of the series' time zone."""
+    return qdt.toString("yyyy-MM-ddTHH:mm:ss")
+
+
+def time_value(v):
+    """A QGIS attribute value as a time the library reads: ISO text (with its zone when QGIS knows one), a
+    number or text as it is; None for NULL."""
+    from qgis.PyQt.QtCore import QDate, QDateTime, Qt
+
+    if v is None or (isinstance(v, QVariant) and v.isNull()):
+        return None
+    if isinstance(v, QDateTime):
+        if not v.isValid():
+            return None
+        if v.timeSpec() in (Qt.UTC, Qt.OffsetFromUTC):
+            return v.toString(Qt.ISODate)
+        return v.toString("yyyy-MM-ddTHH:mm:ss")
+    if isinstance(v, QDate):
+        return v.toString("yyyy-MM-dd") if v.isValid() else None
+    if isinstance(v, (str, int, float)):
+        return v
+    return str(v.toString() if hasattr(v, "toString") else v)
+
+
 def _union_polygons(source):
     """Union of the polygons of a (public) polygon source, as a shapely geometry."""
     import numpy as np
@@ -93,6 +128,16 @@ class ParametersMixin:
     PERSON_FIELD = "PERSON_FIELD"
     MAX_POINTS_PER_PERSON = "MAX_POINTS_PER_PERSON"
     OUTPUT = "OUTPUT"
+    TIME_FIELD = "TIME_FIELD"
+    PERIOD = "PERIOD"
+    PERIOD_START = "PERIOD_START"
+    PERIOD_END = "PERIOD_END"
+    TIMEZONE = "TIMEZONE"
+    TIME_FORMAT = "TIME_FORMAT"
+    PERSON_ACCOUNTING = "PERSON_ACCOUNTING"
+    CUMULATIVE = "CUMULATIVE"
+    #: The PERIOD choices: no series, then the library's period kinds.
+    PERIOD_CHOICES = (None, "day", "week", "month", "quarter", "year")
     # outputs
     DIFFERENTIALLY_PRIVATE = "DIFFERENTIALLY_PRIVATE"
     N_CLUSTERS = "N_CLUSTERS"
@@ -199,6 +244,85 @@ class ParametersMixin:
                 "'Maximum points per person' needs a person field that says whose each point is; set one, or "
                 "clear the maximum to protect single points."))
         return field, cap
+
+    def add_series_params(self):
+        """A map series: a time field, the period and the public bounds (one release per period)."""
+        from qgis.core import QgsProcessingParameterField
+
+        f = QgsProcessingParameterField(self.TIME_FIELD, self.tr("Time field (makes a map series, one map per "
+                                                                  "period)"),
+                                        parentLayerParameterName=self.INPUT, optional=True)
+        f.setHelp(self.tr("The field holding each point's time (a date/time field, ISO 8601 text or epoch "
+                          "seconds). With a period and public bounds the run releases one map per period, all from "
+                          "one reading of the layer, as one layer that QGIS's temporal controller animates. Features "
+                          "without a usable time, or outside the bounds, are skipped and counted for you."))
+        self.addParameter(f)
+        p = QgsProcessingParameterEnum(self.PERIOD, self.tr("Period of the series"),
+                                       options=[self.tr("No series (one map)"), self.tr("Day"), self.tr("Week"),
+                                                self.tr("Month"), self.tr("Quarter"), self.tr("Year")],
+                                       defaultValue=0)
+        p.setHelp(self.tr("The length of each period (weeks start on Monday)."))
+        self.addParameter(p)
+        for name, label, help_text in (
+                (self.PERIOD_START, self.tr("Series start (public, included)"),
+                 self.tr("The public start of the series; the periods come from the start and the end, never from "
+                         "the data, and a period without points is released like any other.")),
+                (self.PERIOD_END, self.tr("Series end (public, excluded)"), self.tr("The public end of the series."))):
+            d = QgsProcessingParameterDateTime(name, label, optional=True)
+            d.setHelp(help_text)
+            self.addParameter(d)
+        tz = QgsProcessingParameterString(self.TIMEZONE, self.tr("Time zone of the calendar (IANA name)"),
+                                          defaultValue="UTC", optional=True)
+        tz.setHelp(self.tr("The calendar the periods follow, and the zone of times written without one, e.g. "
+                           "Europe/Berlin."))
+        self.addParameter(advanced_param(tz))
+        fmt = QgsProcessingParameterString(self.TIME_FORMAT, self.tr("Time format of text times (strptime)"),
+                                           optional=True)
+        fmt.setHelp(self.tr("Only for text times that are not ISO 8601, e.g. %m/%d/%Y %H:%M:%S."))
+        self.addParameter(advanced_param(fmt))
+        acc = QgsProcessingParameterEnum(
+            self.PERSON_ACCOUNTING, self.tr("Person cap in a series"),
+            options=[self.tr("K points per person over the whole series (the series costs ε once)"),
+                     self.tr("K points per person in each period (each period costs ε)")], defaultValue=0)
+        self.addParameter(advanced_param(acc))
+        cum = QgsProcessingParameterBoolean(self.CUMULATIVE, self.tr("Running totals of the cell counts "
+                                                                     "(binary-tree mechanism)"), defaultValue=False)
+        self.addParameter(advanced_param(cum))
+
+    def series_kwargs(self, parameters, context):
+        """``(time field or None, library keyword arguments of the series)``, checked together."""
+        field = None
+        names = [d.name() for d in self.parameterDefinitions()]
+        if self.TIME_FIELD not in names:
+            return None, {}
+        if is_set(parameters.get(self.TIME_FIELD)):
+            fields = self.parameterAsFields(parameters, self.TIME_FIELD, context)
+            field = fields[0] if fields else None
+        period = self.PERIOD_CHOICES[self.parameterAsEnum(parameters, self.PERIOD, context)] \
+            if is_set(parameters.get(self.PERIOD)) else None
+        if field is None and period is None:
+            return None, {}
+        if field is None or period is None:
+            raise QgsProcessingException(self.tr(
+                "A map series needs both a time field and a period (and public start and end); set both, or "
+                "neither for one map."))
+        bounds = []
+        for name in (self.PERIOD_START, self.PERIOD_END):
+            if not is_set(parameters.get(name)):
+                raise QgsProcessingException(self.tr(
+                    "A map series needs its public start and end: the periods come from them, never from the data."))
+            bounds.append(_wall_clock(self.parameterAsDateTime(parameters, name, context)))
+        tz = self.parameterAsString(parameters, self.TIMEZONE, context) if is_set(parameters.get(self.TIMEZONE)) \
+            else "UTC"
+        out = {"period": period, "period_start": bounds[0], "period_end": bounds[1], "timezone": tz.strip() or "UTC"}
+        if is_set(parameters.get(self.TIME_FORMAT)):
+            out["time_format"] = self.parameterAsString(parameters, self.TIME_FORMAT, context)
+        if is_set(parameters.get(self.PERSON_ACCOUNTING)) and \
+                self.parameterAsEnum(parameters, self.PERSON_ACCOUNTING, context) == 1:
+            out["person_accounting"] = "period"
+        if self.parameterAsBool(parameters, self.CUMULATIVE, context):
+            out["cumulative"] = True
+        return field, out
 
     def add_seed(self):
         p = QgsProcessingParameterNumber(

@@ -31,7 +31,7 @@ from qgis.core import (
 from qgis.PyQt.QtCore import QVariant
 
 from .deps import import_dpgeo
-from .parameters import EXACT_LABEL, crs_for_library, exact, is_set, tr
+from .parameters import EXACT_LABEL, crs_for_library, exact, is_set, time_value, tr
 from .running import _READ, Cancelled
 
 __all__ = [
@@ -41,10 +41,16 @@ __all__ = [
     "fast_read_target",
     "read_points",
     "read_points_fast",
+    "read_points_timed",
 ]
 
 
 def read_points(source, feedback, *, start=0.0, span=_READ, person_field=None):
+    """Coordinates of a point source: see :func:`read_points_timed` (without the times)."""
+    return read_points_timed(source, feedback, start=start, span=span, person_field=person_field)[:6]
+
+
+def read_points_timed(source, feedback, *, start=0.0, span=_READ, person_field=None, time_field=None):
     """Coordinates of a point source as ``(x, y, crs_string, n_null, person, n_no_person)``.
 
     Only geometries are read (plus the ``person_field`` attribute if one is
@@ -55,6 +61,8 @@ def read_points(source, feedback, *, start=0.0, span=_READ, person_field=None):
     geometry are counted in ``n_null``; with a ``person_field``, features
     whose person is NULL are skipped and counted in ``n_no_person``, and
     ``person`` is an object array aligned with ``x`` and ``y`` (else None).
+    A seventh item: with a ``time_field``, the time of each point as the
+    library reads it (:func:`~.parameters.time_value`), else None.
     """
     import numpy as np
 
@@ -66,8 +74,15 @@ def read_points(source, feedback, *, start=0.0, span=_READ, person_field=None):
         )
     request = QgsFeatureRequest()
     pidx = _person_index(source, person_field)
-    if pidx >= 0:
-        request.setSubsetOfAttributes([pidx])
+    tidx = -1
+    if time_field:
+        tidx = source.fields().lookupField(time_field)
+        if tidx < 0:
+            raise QgsProcessingException(tr("The time field {!r} is not a field of the point layer.").format(
+                time_field))
+    wanted = [i for i in (pidx, tidx) if i >= 0]
+    if wanted:
+        request.setSubsetOfAttributes(wanted)
     else:
         request.setNoAttributes()
     total = max(int(source.featureCount()), 0)
@@ -75,6 +90,7 @@ def read_points(source, feedback, *, start=0.0, span=_READ, person_field=None):
     step = max(total // 50, 5000)
     xs, ys, others = [], [], []
     pers, other_pers = [], []
+    times, other_times = [], []
     n_null = n_no_person = 0
     for i, feature in enumerate(features):
         if i % step == 0:
@@ -97,10 +113,14 @@ def read_points(source, feedback, *, start=0.0, span=_READ, person_field=None):
             ys.append(p.y())
             if pidx >= 0:
                 pers.append(who)
+            if tidx >= 0:
+                times.append(time_value(feature.attribute(tidx)))
         else:
             others.append(bytes(geom.asWkb()))
             if pidx >= 0:
                 other_pers.append(who)
+            if tidx >= 0:
+                other_times.append(time_value(feature.attribute(tidx)))
     x = np.asarray(xs, dtype=float)
     y = np.asarray(ys, dtype=float)
     if others:
@@ -124,12 +144,18 @@ def read_points(source, feedback, *, start=0.0, span=_READ, person_field=None):
         y = np.concatenate([y, coords[:, 1]])
         if pidx >= 0:
             pers.extend(v for v, keep in zip(other_pers, nonempty.tolist()) if keep)
+        if tidx >= 0:
+            times.extend(v for v, keep in zip(other_times, nonempty.tolist()) if keep)
     person = None
     if pidx >= 0:
         person = np.empty(len(pers), dtype=object)
         person[:] = pers
+    when = None
+    if tidx >= 0:
+        when = np.empty(len(times), dtype=object)
+        when[:] = times
     feedback.setProgress(100.0 * (start + span))
-    return x, y, crs_for_library(crs), n_null, person, n_no_person
+    return x, y, crs_for_library(crs), n_null, person, n_no_person, when
 
 
 def _person_value(v):
@@ -407,9 +433,15 @@ class ReadingMixin:
             return QgsProcessingUtils.mapLayerFromString(str(value), context)
         return self.parameterAsVectorLayer(parameters, self.INPUT, context)
 
-    def read_input(self, parameters, context, feedback, source, person_field):
+    def read_input(self, parameters, context, feedback, source, person_field, time_field=None):
         """The input points as :func:`read_points` gives them: by the library's file reader when that is
-        exactly the same (see :func:`fast_read_target`), else feature by feature."""
+        exactly the same (see :func:`fast_read_target`), else feature by feature. With a ``time_field`` (a map
+        series) the points are read feature by feature with their times, as a seventh item."""
+        if time_field:
+            read = read_points_timed(source, feedback, person_field=person_field, time_field=time_field)
+            feedback.pushInfo(exact(self.tr("Read {} points with their times, feature by feature.").format(
+                read[0].size)))
+            return read
         read = None
         try:
             path, layer_name = fast_read_target(parameters.get(self.INPUT), self._input_layer(parameters, context))

@@ -439,6 +439,8 @@ def _field_type(column):
     known = _KNOWN_FIELDS.get(column.name)
     if known is not None:
         return known
+    if str(column.dtype).startswith("datetime64"):  # a series' period_start, period_end
+        return QVariant.DateTime
     if pd.api.types.is_bool_dtype(column.dtype):
         return QVariant.Bool
     if pd.api.types.is_integer_dtype(column.dtype):  # also pandas' Int64 with missing values (parent_id)
@@ -451,9 +453,17 @@ def _field_type(column):
 
 
 def _plain(v):
-    """numpy scalars and NaN to plain Python values QGIS accepts."""
+    """numpy scalars, timestamps and NaN to plain Python values QGIS accepts."""
+    import datetime
+
     if v is None:
         return None
+    if isinstance(v, datetime.datetime):  # pandas Timestamps too: a UTC QDateTime
+        from qgis.PyQt.QtCore import QDate, QDateTime, Qt, QTime
+
+        if v.tzinfo is not None:
+            v = v.astimezone(datetime.timezone.utc)
+        return QDateTime(QDate(v.year, v.month, v.day), QTime(v.hour, v.minute, v.second), Qt.UTC)
     if hasattr(v, "item"):
         v = v.item()
     if isinstance(v, float) and math.isnan(v):

@@ -80,4 +80,4 @@ def test_unzipped_plugin_imports(plugin_zip, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
                           cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['dbscanspans', 'kmeans', 'noisepreview', 'wavecluster']"
+    assert proc.stdout.strip() == "['dbscanspans', 'heat', 'hotspots', 'kmeans', 'noisepreview', 'wavecluster']"

@@ -15,7 +15,8 @@ PLUGIN_NAME = "dpgeo_qgis"
 
 pytestmark = pytest.mark.qgis
 
-ALGORITHM_IDS = {"dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:kmeans", "dpgeo:noisepreview"}
+ALGORITHM_IDS = {"dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:kmeans", "dpgeo:heat", "dpgeo:hotspots",
+                 "dpgeo:noisepreview"}
 
 
 def _metadata():
@@ -60,6 +61,7 @@ def test_plugin_loads_registers_and_unloads(load_plugin, stub_iface):
     assert submenu is not None
     assert [a.text() for a in submenu.actions()] == [
         "DP-DBSCAN cluster spans…", "DP WaveCluster…", "DP k-means (Voronoi cells)…",
+        "DP heat layer (cell counts or density bands)…", "DP hot spots (Getis-Ord Gi*)…",
         "Noise preview for DP-DBSCAN (spends no budget)…"]
     action = plugin.toolbar_action
 
@@ -84,7 +86,7 @@ def test_toolbar_and_menu_open_the_algorithm_dialog(plugin, stub_iface, processi
     for action in stub_iface.vector_submenu("&dpgeo").actions():
         action.trigger()
     assert opened == ["dpgeo:dbscanspans", "dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:kmeans",
-                      "dpgeo:noisepreview"]
+                      "dpgeo:heat", "dpgeo:hotspots", "dpgeo:noisepreview"]
 
 
 def _definitions(alg_id):
@@ -100,6 +102,8 @@ def test_dbscan_parameters(plugin):
 
     alg, params = _definitions("dpgeo:dbscanspans")
     assert list(params) == ["INPUT", "EPSILON", "DATASET", "LEDGER", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS", "MIN_POINTS",
+                            "TIME_FIELD", "PERIOD", "PERIOD_START", "PERIOD_END", "TIMEZONE", "TIME_FORMAT",
+                            "PERSON_ACCOUNTING", "CUMULATIVE",
                             "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
                             "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
                             "SPAN_EXTENT", "FDR", "MAX_POINTS_PER_RECORD",
@@ -133,6 +137,14 @@ def test_dbscan_parameters(plugin):
                                                "Core cells only (paper's Algorithm 1)"]
     assert "Span extent" in alg.shortHelpString()
     assert params["OUTPUT"].type() == "sink" and params["OUTPUT"].dataType() == QgsProcessing.TypeVectorPolygon
+    # a map series: a field of the input for the time, the period (no series by default), public date-time bounds
+    assert params["TIME_FIELD"].type() == "field" and params["TIME_FIELD"].parentLayerParameterName() == "INPUT"
+    assert params["PERIOD"].type() == "enum" and params["PERIOD"].defaultValue() == 0
+    assert params["PERIOD"].options()[0] == "No series (one map)" and len(params["PERIOD"].options()) == 6
+    for name in ("PERIOD_START", "PERIOD_END"):
+        assert params[name].type() == "datetime" and params[name].flags() & Def.FlagOptional, name
+    for name in ("TIMEZONE", "TIME_FORMAT", "PERSON_ACCOUNTING", "CUMULATIVE"):
+        assert params[name].flags() & Def.FlagAdvanced, name
     outputs = {o.name() for o in alg.outputDefinitions()}
     assert {"OUTPUT", "DIFFERENTIALLY_PRIVATE", "N_CLUSTERS", "METADATA_JSON"} <= outputs
     assert "privat" in alg.shortHelpString().lower()
@@ -156,6 +168,23 @@ def test_wavecluster_parameters(plugin):
     assert params["PERCENTILE"].defaultValue() == 60.0
     assert {"INPUT", "EPSILON", "DATASET", "LEDGER", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "STUDY_AREA_EXTENT",
             "STUDY_AREA_LAYER", "OUTPUT_CRS", "OUTPUT"} <= set(params)
+
+
+def test_heat_and_hotspot_parameters(plugin):
+    from qgis.core import QgsProcessingParameterDefinition as Def, QgsUnitTypes
+
+    for alg_id in ("dpgeo:heat", "dpgeo:hotspots"):
+        alg, params = _definitions(alg_id)
+        # exactly one of the two ways of laying cells, neither pre-filled
+        assert params["CELL_SIZE"].defaultUnit() == QgsUnitTypes.DistanceMeters
+        assert params["CELL_SIZE"].flags() & Def.FlagOptional and params["H3_RESOLUTION"].flags() & Def.FlagOptional
+        assert params["CELL_SIZE"].defaultValue() is None and params["H3_RESOLUTION"].defaultValue() is None
+        assert (params["H3_RESOLUTION"].minimum(), params["H3_RESOLUTION"].maximum()) == (0, 15)
+    _, heat = _definitions("dpgeo:heat")
+    assert heat["BANDS"].flags() & Def.FlagOptional and not heat["BANDS"].flags() & Def.FlagAdvanced
+    _, hot = _definitions("dpgeo:hotspots")
+    assert hot["H3_RING"].defaultValue() == 1 and hot["FDR"].defaultValue() is False
+    assert hot["RADIUS"].defaultUnit() == QgsUnitTypes.DistanceMeters
 
 
 def test_noise_preview_needs_no_data(plugin):

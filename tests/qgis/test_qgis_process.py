@@ -26,7 +26,7 @@ def test_plugin_enabled_and_algorithms_listed(qgis_process):
     assert "* dpgeo_qgis" in plugins.stdout, plugins.stdout + plugins.stderr
     listing = qgis_process("list")
     assert listing.returncode == 0, listing.stderr
-    for alg in ("dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:noisepreview"):
+    for alg in ("dpgeo:dbscanspans", "dpgeo:wavecluster", "dpgeo:heat", "dpgeo:hotspots", "dpgeo:noisepreview"):
         assert alg in listing.stdout
     helptext = qgis_process("help", "dpgeo:dbscanspans")
     assert "RADIUS" in helptext.stdout and "metres" in helptext.stdout
@@ -67,6 +67,23 @@ def test_run_dbscan_spans_writes_a_private_geopackage(qgis_process, qgis_app, sa
     meta = json.loads(layer.metadata().abstract().split("dpgeo metadata (JSON):\n", 1)[1])
     assert meta["differentially_private"] is True and meta["epsilon"] == 1
     assert layer.featureCount() == out["results"]["N_CLUSTERS"]
+
+
+def test_run_heat_on_h3_cells_in_lon_lat(qgis_process, qgis_app, sample_points, sample_study_area, tmp_path):
+    """qgis_process runs the heat layer too: H3 hexagons written in EPSG:4326, one feature per cell."""
+    from qgis.core import QgsVectorLayer
+
+    path, name = sample_points
+    out_path = tmp_path / "heat.gpkg"
+    out = _json(qgis_process("--json", "run", "dpgeo:heat", "--", f"INPUT={path}|layername={name}", "EPSILON=1",
+                             "H3_RESOLUTION=8", f"STUDY_AREA_LAYER={sample_study_area}", "OUTPUT_CRS=EPSG:4326",
+                             f"OUTPUT={out_path}"))
+    assert out["results"]["DIFFERENTIALLY_PRIVATE"] is True
+    layer = QgsVectorLayer(str(out_path), "heat", "ogr")
+    assert layer.isValid() and layer.crs().authid() == "EPSG:4326"
+    meta = json.loads(layer.metadata().abstract().split("dpgeo metadata (JSON):\n", 1)[1])
+    assert meta["cells"] == "H3" and layer.featureCount() == meta["n_cells"] == out["results"]["N_CLUSTERS"]
+    assert all(f.geometry().boundingBox().width() < 0.1 for f in layer.getFeatures())  # hexagons, in degrees
 
 
 def test_missing_dpgeo_says_how_to_fix_it(qgis_process, sample_study_area, tmp_path):

@@ -30,7 +30,8 @@ from service_helpers import (
 TOKENS = {"alice": "alice-token-0123456789abcdefghijklmnopqrstu", "bob": "bob-token-0123456789abcdefghijklmnopqrstuvw",
           "carol": "carol-token-0123456789abcdefghijklmnopqrstu", "rl": "rl-token-0123456789abcdefghijklmnopqrstuvwx",
           "eve": "eve-token-0123456789abcdefghijklmnopqrstuvw", "dan": "dan-token-0123456789abcdefghijklmnopqrstuvw",
-          "kim": "kim-token-0123456789abcdefghijklmnopqrstuvw", "ann": "ann-token-0123456789abcdefghijklmnopqrstuvw"}
+          "kim": "kim-token-0123456789abcdefghijklmnopqrstuvw", "ann": "ann-token-0123456789abcdefghijklmnopqrstuvw",
+          "hana": "hana-token-0123456789abcdefghijklmnopqrstuv"}
 SPANS = {"epsilon": 0.5, "radius_m": 300, "min_points": 40}
 
 
@@ -57,12 +58,14 @@ def svc(tmp_path_factory):
             "gone": {"path": "gone.gpkg", "total_epsilon": 2.0, **common},
             "shared": {"path": "stops.gpkg", "total_epsilon": 1.5, **common},
             "km": {"path": "stops.gpkg", "total_epsilon": 1.0, **common},
+            "hx": {"path": "stops.gpkg", "total_epsilon": 1.0, **common},
             "auto": {"path": "stops.gpkg", "total_epsilon": 1.0, **common},
         },
         analysts={"alice": (TOKENS["alice"], ["stops", "small", "empty", "odd", "gone", "shared"]),
                   "bob": (TOKENS["bob"], ["secret", "small"]), "carol": (TOKENS["carol"], ["small"]),
                   "rl": (TOKENS["rl"], ["stops"]), "eve": (TOKENS["eve"], []),
-                  "kim": (TOKENS["kim"], ["km"]), "ann": (TOKENS["ann"], ["auto"])},
+                  "kim": (TOKENS["kim"], ["km"]), "ann": (TOKENS["ann"], ["auto"]),
+                  "hana": (TOKENS["hana"], ["hx"])},
     )
     holder = {"server": Server(config, d), "dir": d, "config": config}
     yield holder
@@ -121,8 +124,8 @@ def test_landing_page_conformance_and_api_definition(svc):
 
 def test_processes_describe_their_inputs_with_json_schema(svc):
     anon = client(svc).get("/processes").json()
-    assert {p["id"] for p in anon["processes"]} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans",
-                                                      "noise-preview"}
+    assert {p["id"] for p in anon["processes"]} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans", "dp-heat",
+                                                      "dp-hotspots", "noise-preview"}
     d = client(svc).get("/processes/dp-dbscan-spans").json()
     assert d["inputs"]["epsilon"]["schema"] == {"type": "number", "minimum": 0.001, "maximum": 100}
     assert d["inputs"]["min_points"]["schema"]["type"] == "integer"
@@ -347,6 +350,42 @@ def test_dp_kmeans_release(svc):
         [("dp-kmeans", "kim")]
     # the rest of the budget is 0.5: a release at 0.6 is refused, naming what is left
     assert "0.5" in is_problem(kim.execute("dp-kmeans", {"dataset": "km", "epsilon": 0.6, "k": 3}), 409)["detail"]
+
+
+def test_heat_and_hotspot_releases(svc):
+    """dp-heat (H3 cells) and dp-hotspots (square cells) as processes: inputs checked, one charge each, layers with
+    their attributes in EPSG:4326."""
+    hana = client(svc, "hana")
+    d = hana.get("/processes/dp-heat").json()
+    assert d["inputs"]["h3_resolution"]["schema"] == {"type": "integer", "minimum": 0, "maximum": 15}
+    assert d["inputs"]["h3_resolution"]["minOccurs"] == 0 and d["inputs"]["cell_m"]["minOccurs"] == 0
+    assert "max_dense_cells" not in d["inputs"] and "seed" not in d["inputs"]
+    base = {"dataset": "hx", "epsilon": 0.25}
+    for bad, word in (({}, "exactly one"), ({"cell_m": 200, "h3_resolution": 8}, "exactly one"),
+                      ({"h3_resolution": 16}, "<= 15"), ({"h3_resolution": 15}, "this server allows at most"),
+                      ({"cell_m": 200, "bands": 0}, ">= 1"), ({"cell_m": 200, "bands": 3, "histogram": "sparse"},
+                                                              "dense release")):
+        doc = is_problem(hana.execute("dp-heat", {**base, **bad}), 400)
+        assert word in doc["detail"], (bad, doc)
+    r = hana.execute("dp-heat", {**base, "h3_resolution": 8})
+    assert r.status_code == 200, r.text
+    md = r.json()["release"]["metadata"]
+    assert md["method"] == "dp_heat" and md["cells"] == "H3" and md["differentially_private"] is True
+    feats = r.json()["layer"]["features"]
+    assert len(feats) == md["n_cells"] and all(len(f["properties"]["h3"]) == 15 for f in feats)
+    import shapely
+
+    b = shapely.bounds(shapely.from_geojson([json.dumps(f["geometry"]) for f in feats]))
+    assert (b[:, 0] > -93.4).all() and (b[:, 2] < -93.1).all() and (b[:, 1] > 44.8).all()  # lon/lat (RFC 7946)
+    r = hana.execute("dp-hotspots", {**base, "cell_m": 500, "radius_m": 800, "fdr": True})
+    assert r.status_code == 200, r.text
+    md = r.json()["release"]["metadata"]
+    assert md["method"] == "dp_hotspots" and md["hotspot_fdr"] is True
+    props = [f["properties"] for f in r.json()["layer"]["features"]]
+    assert {"gi_z", "gi_p", "gi_bin", "hotspot"} <= set(props[0]) and max(p["gi_bin"] for p in props) >= 1
+    b = ledger(svc).budget("hx")
+    assert b.spent_epsilon == Fraction(1, 2)
+    assert [(x.mechanism, x.analyst) for x in b.releases] == [("dp-heat", "hana"), ("dp-hotspots", "hana")]
 
 
 def test_spans_without_a_radius(svc):

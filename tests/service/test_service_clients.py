@@ -80,7 +80,8 @@ def test_owslib_processes_lists_describes_and_executes(svc, release, owslib_head
     from owslib.ogcapi.processes import Processes
 
     p = Processes(svc["server"].url, headers={"Authorization": f"Bearer {TOKEN}"})
-    assert {x["id"] for x in p.processes()} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans", "noise-preview"}
+    assert {x["id"] for x in p.processes()} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans", "dp-heat",
+                                                "dp-hotspots", "noise-preview"}
     desc = p.process("dp-dbscan-spans")
     assert desc["inputs"]["dataset"]["schema"]["enum"] == ["stops"]
     assert desc["inputs"]["radius_m"]["schema"]["exclusiveMinimum"] == 0

@@ -33,6 +33,43 @@ _cache = OrderedDict()
 _cache_lock = threading.Lock()
 
 
+#: The inputs of a map series (every process that releases), besides the mechanism's own.
+SERIES_INPUTS = {
+    "time": {"title": "Time column (makes a map series)",
+             "description": "The column holding each record's time; one of the dataset's time columns (the data owner "
+                            "lists them). With period, period_start and period_end the release is a series: one map "
+                            "per period, all from one reading of the data, published as one collection whose "
+                            "features carry period_start and period_end.",
+             "schema": {"type": "string", "minLength": 1, "maxLength": 64}, "minOccurs": 0, "maxOccurs": 1},
+    "period": {"title": "Period of the series", "description": "The length of each period (weeks start on Monday).",
+               "schema": {"type": "string", "enum": ["day", "week", "month", "quarter", "year"]},
+               "minOccurs": 0, "maxOccurs": 1},
+    "period_start": {"title": "Series start (public, included)",
+                     "description": "ISO 8601 date or date-time, e.g. 2014-04-01; the periods come from the start and "
+                                    "the end, never from the data, and a period without data is released like any "
+                                    "other.",
+                     "schema": {"type": "string", "maxLength": 40, "pattern": r"^[0-9T:+\-Z. /]+$"},
+                     "minOccurs": 0, "maxOccurs": 1},
+    "period_end": {"title": "Series end (public, excluded)", "description": "ISO 8601 date or date-time.",
+                   "schema": {"type": "string", "maxLength": 40, "pattern": r"^[0-9T:+\-Z. /]+$"},
+                   "minOccurs": 0, "maxOccurs": 1},
+    "person_accounting": {"title": "Person cap in a series",
+                          "description": "For a dataset protected per person: 'series' keeps the cap over the whole "
+                                         "series (it costs ε once); 'period' keeps it in each period (each costs ε).",
+                          "schema": {"type": "string", "enum": ["series", "period"], "default": "series"},
+                          "minOccurs": 0, "maxOccurs": 1},
+    "append": {"title": "Series to continue",
+               "description": "The id of a series published by this process for this dataset: the new periods "
+                              "(after its end, at its ε or less) continue it. Per record they cost nothing more; the "
+                              "result is a collection with every period.",
+               "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}, "minOccurs": 0, "maxOccurs": 1},
+    "cumulative": {"title": "Running totals (binary-tree mechanism)",
+                   "description": "Release the running totals of the cell counts over the periods instead of the "
+                                  "mechanism's map per period.",
+                   "schema": {"type": "boolean", "default": False}, "minOccurs": 0, "maxOccurs": 1},
+}
+
+
 def input_description(p) -> dict:
     """The OGC API - Processes input description of a declared parameter."""
     title = p.title + (f" ({p.unit})" if p.unit and p.unit not in ("%",) else "")
@@ -53,6 +90,7 @@ class DeclaredProcess(Process):
         inputs.update({p.name: input_description(p) for p in mech.offered("service")})
         if self.spends_budget:
             inputs["title"] = title_input()
+            inputs.update(SERIES_INPUTS)
             self.outputs = RELEASE_OUTPUTS
             self.description = (mech.description + " Spends ε from the dataset's budget; the result is published "
                                 "as an OGC API - Features collection.")
@@ -101,7 +139,49 @@ class DeclaredProcess(Process):
 
     def check(self, params, dataset, settings):
         self.plan(params, dataset, settings)  # every public check of the pipeline, without touching the data
+        if self.spends_budget:
+            self.check_series(params, dataset, settings)
         return params
+
+    def series_values(self, params, dataset) -> dict:
+        """The library's series keywords of a request (empty for a single release)."""
+        if params.get("time") is None and params.get("period") is None and not params.get("cumulative") \
+                and params.get("append") is None:
+            return {}
+        read = dataset["read"] if isinstance(dataset, dict) else dataset.read_options()
+        get = dataset.get if isinstance(dataset, dict) else (lambda k: getattr(dataset, k))
+        return {"time": params.get("time"), "period": params.get("period"), "period_start": params.get("period_start"),
+                "period_end": params.get("period_end"), "timezone": get("timezone"), "time_format": get("time_format"),
+                "person_accounting": params.get("person_accounting") or "series",
+                "cumulative": bool(params.get("cumulative")), "person": read.get("person")}
+
+    def check_series(self, params, dataset, settings):
+        """A series' public checks, in the request: an offered time column, periods from the bounds, the series to
+        continue (published by this process for this dataset)."""
+        from ...errors import ParameterError
+        from ...pipeline.series import series_options
+
+        values = self.series_values(params, dataset)
+        if not values:
+            return
+        if values["time"] not in dataset.time_columns:
+            offered = ", ".join(dataset.time_columns) or "none"
+            raise ParameterError(f"input 'time' must be one of the time columns of dataset {dataset.name!r} "
+                                 f"({offered})")
+        so = series_options({**values, "max_points_per_person": dataset.max_points_per_person})
+        if params.get("append") is not None:
+            from ...periods import iso_utc, parse_instant
+            from ..releases import ReleaseStore
+
+            rec = ReleaseStore(settings.releases).get(params["append"])
+            if rec is None or rec.get("dataset") != dataset.name or rec.get("process") != self.id \
+                    or not isinstance(rec.get("metadata", {}).get("series"), dict):
+                raise ParameterError("input 'append' must be the id of a series this process published for this "
+                                     "dataset")
+            end = parse_instant(rec["metadata"]["period_end"], None) if rec["metadata"].get("period_end") else None
+            if end is not None and so.periods.start < end:
+                raise ParameterError(f"input 'period_start' must be at or after the end of the series it continues "
+                                     f"({iso_utc(end)}): only later periods are appended")
 
     def inline(self, params, dataset, settings):
         out = self.plan(params, dataset, settings)
@@ -115,8 +195,12 @@ class DeclaredProcess(Process):
 
         # the server declared each dataset's file at start: the configured name is the dataset, as resolved
         # (no file is fingerprinted again in every job)
+        series = self.series_values(params, dataset)
+        series.pop("person", None)
+        if params.get("append") is not None:
+            series["append"] = dataset.get("append_path")
         return run_release(self.mechanism, points, {
-            **self._values(params, dataset), "epsilon": params["epsilon"], "domain": dataset["study_area"],
+            **self._values(params, dataset), **series, "epsilon": params["epsilon"], "domain": dataset["study_area"],
             "crs": dataset["crs"], "sensitivity": dataset["max_points_per_record"], "person": dataset["person"],
             "max_points_per_person": dataset["max_points_per_person"], "unattended": True,
             "dataset": DatasetChoice(dataset["name"], dataset["name"]), "ledger": ledger, "analyst": analyst,

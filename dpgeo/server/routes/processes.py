@@ -101,6 +101,8 @@ async def _budget_refusal(svc, p, analyst, params, ds):
 
     b = await run_in_threadpool(svc.ledger.budget, ds.name)
     eps = exact_value(params["epsilon"])
+    if params.get("append") is not None:
+        return None  # periods appended to a series may cost nothing: the worker's charge decides
     if b.left_epsilon is None or eps <= b.left_epsilon:
         return None
     LOG.info("refused (budget): analyst=%s dataset=%s process=%s epsilon=%g left=%s", analyst, ds.name, p.id,
@@ -201,4 +203,5 @@ def _dataset_spec(ds) -> dict:
     """What a worker needs to know about a dataset (plain values: it crosses a process boundary)."""
     return {"name": ds.name, "path": ds.path, "study_area": ds.study_area, "crs": ds.crs, "read": ds.read_options(),
             "person": ds.person, "max_points_per_person": ds.max_points_per_person,
-            "max_points_per_record": ds.max_points_per_record}
+            "max_points_per_record": ds.max_points_per_record, "time_columns": list(ds.time_columns),
+            "timezone": ds.timezone, "time_format": ds.time_format}

@@ -1,0 +1,196 @@
+"""Heat layers: counting speed on H3 vs square cells, and hot-spot agreement with Gi* on the exact counts.
+
+Part 1 (speed): N points (default 11 M, lon/lat, NYC-like: uniform plus
+clusters) counted on H3 res 9 and on 100 m squares over the same study area,
+in the same run; time and peak memory (tracemalloc: numpy's allocations) of
+each, and the ratio H3 / squares (target: at most 2).
+
+Part 3 (layers): the hexagons of every H3 cell of NYC at resolution 11 (about
+half a million), drawn by dpgeo's numpy corners and by h3ronpy's WKB polygons
+(the previous way) in the same run, µs per cell; and density bands (5) of
+releases of about 10^5 and 10^6 cells, square and H3: time of the whole
+``dpgeo.heat`` call and of the bands alone, validity and overlap of the bands.
+
+Part 2 (hot spots): the Uber NYC pickups sample at ε = 0.5, 1, 2: Gi* classes
+of dpgeo.hotspots against Gi* on the exact counts (percent agreement and
+Cohen's κ over cells), H3 res 8 (k = 1) and 250 m squares (3 × 3); and the
+false-hotspot rate (share of cells called hot at 95%) on uniform points of the
+same number over the same area. Owner-side: the exact counts are private.
+
+Usage: nice python benchmarks/bench_heat.py [--points 11000000] [--reps 3] [--skip-speed] [--skip-hotspots]
+       [--skip-layers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+
+import dpgeo
+from dpgeo.counting import count_points
+from dpgeo.grid import Grid
+from dpgeo.h3cells import H3Cells
+from dpgeo.mechanisms.heat import neighbour_sums
+from dpgeo.mechanisms.hotspots import getis_ord
+
+NYC = (-74.05, 40.55, -73.75, 40.90)
+UBER = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "geo",
+                    "uber_nyc_pickups_2014_sample.csv.gz")
+
+
+def _points(n, seed=0):
+    rng = np.random.default_rng(seed)
+    k = n // 2
+    lon = np.r_[rng.uniform(NYC[0], NYC[2], n - k), rng.normal(-73.98, 0.03, k)]
+    lat = np.r_[rng.uniform(NYC[1], NYC[3], n - k), rng.normal(40.75, 0.03, k)]
+    return lon, lat
+
+
+def _timed(fn):
+    tracemalloc.start()
+    t = time.perf_counter()
+    out = fn()
+    el = time.perf_counter() - t
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return out, el, peak
+
+
+def speed(n, reps):
+    lon, lat = _points(n)
+    print(f"# counting {n:,} points (lon/lat) over {NYC}")
+    res = {}
+    for name, grid_for in (("squares 100 m", lambda a: Grid(a, 100.0)), ("H3 res 9", lambda a: H3Cells(a, 9))):
+        best = None
+        for _ in range(reps):
+            c, el, peak = _timed(lambda gf=grid_for: count_points((lon, lat, "EPSG:4326"), grid_for=gf, domain=NYC))
+            best = (el, peak) if best is None or el < best[0] else best
+        res[name] = best
+        print(f"{name:14s}: {best[0]:6.2f} s  peak {best[1] / 2**20:7.0f} MiB  cells {c.grid.n_cells:,}  "
+              f"counted {c.n_points:,}")
+    ratio = res["H3 res 9"][0] / res["squares 100 m"][0]
+    print(f"H3 / squares time: {ratio:.2f} (target <= 2)")
+
+
+def _kappa(a, b):
+    cats = np.union1d(a, b)
+    po = np.mean(a == b)
+    pe = sum(np.mean(a == c) * np.mean(b == c) for c in cats)
+    return (po - pe) / (1 - pe) if pe < 1 else 1.0
+
+
+def _uber():
+    with gzip.open(UBER, "rt") as f:
+        next(f)
+        rows = [line.split(",") for line in f]
+    lat = np.array([float(r[1]) for r in rows])
+    lon = np.array([float(r[2]) for r in rows])
+    return lon, lat
+
+
+def hotspots(reps):
+    lon, lat = _uber()
+    print(f"\n# hot spots: Uber NYC sample, {lon.size:,} pickups, study area {NYC}")
+    rng = np.random.default_rng(1)
+    ulon, ulat = rng.uniform(NYC[0], NYC[2], lon.size), rng.uniform(NYC[1], NYC[3], lon.size)
+    for label, kw, nb in (("H3 res 8, 1-ring", dict(h3_resolution=8), dict(k=1)),
+                          ("250 m squares, 3x3", dict(cell_m=250.0), dict(radius_m=375.0))):
+        grid_for = (lambda a: H3Cells(a, 8)) if "h3_resolution" in kw else (lambda a: Grid(a, 250.0))
+        exact = count_points((lon, lat, "EPSG:4326"), grid_for=grid_for, domain=NYC)
+        g = exact.grid
+        x = np.zeros(g.n_cells)
+        x[g.universe_rank(exact.cell_id)] = exact.count
+        s, w = neighbour_sums(g, x, **nb)
+        ref = getis_ord(x, s, w).gi_bin
+        print(f"{label}: {g.n_cells:,} cells; exact Gi*: {int((ref > 0).sum())} hot, {int((ref < 0).sum())} cold")
+        for eps in (0.5, 1.0, 2.0):
+            agree, kap, fhot = [], [], []
+            for r in range(reps):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    rel = dpgeo.hotspots((lon, lat, "EPSG:4326"), epsilon=eps, domain=NYC, seed=100 + r, ledger=False,
+                                         **kw, **nb)
+                    uni = dpgeo.hotspots((ulon, ulat, "EPSG:4326"), epsilon=eps, domain=NYC, seed=200 + r,
+                                         ledger=False, **kw, **nb)
+                got = rel.layer["gi_bin"].to_numpy()
+                agree.append(np.mean(got == ref))
+                kap.append(_kappa(got, ref))
+                fhot.append(np.mean(uni.layer["gi_bin"].to_numpy() >= 2))
+            print(f"  eps {eps:>3}: class agreement {100 * np.mean(agree):5.1f}%  Cohen's kappa {np.mean(kap):.3f}  "
+                  f"false hot (95%) on uniform points {100 * np.mean(fhot):.2f}%  ({reps} runs)")
+
+
+def layers(reps):
+    import pyproj
+    import shapely
+
+    from dpgeo.domain import StudyArea
+    from dpgeo.mechanisms.heat import density_bands
+
+    cells = H3Cells(StudyArea.from_bbox(NYC), 11)
+    ids = np.arange(cells.n_cells)
+    tr = pyproj.Transformer.from_crs(4326, cells.area.crs, always_xy=True)
+    print(f"\n# H3 hexagons: {cells.n_cells:,} cells of resolution 11 over {NYC}, working CRS {cells.area.crs}")
+    best = {"numpy corners": np.inf, "h3ronpy WKB": np.inf}
+    for _ in range(reps):  # interleaved, best of reps (the machine is shared)
+        t = time.perf_counter()
+        mine = cells.polygons(ids)
+        best["numpy corners"] = min(best["numpy corners"], time.perf_counter() - t)
+        t = time.perf_counter()
+        ref = cells._polygons_h3ronpy(ids, tr)
+        best["h3ronpy WKB"] = min(best["h3ronpy WKB"], time.perf_counter() - t)
+    _, _, ok = cells._corners(ids)
+    for k, v in best.items():
+        print(f"{k:14s}: {v:6.2f} s  {v / ids.size * 1e6:5.2f} µs per cell  ({v / ids.size * 1e6:4.1f} s per million)")
+    diff = np.abs(shapely.get_coordinates(shapely.normalize(mine)) - shapely.get_coordinates(shapely.normalize(ref)))
+    print(f"numpy / h3ronpy: {best['numpy corners'] / best['h3ronpy WKB']:.2f}; numpy drew "
+          f"{100 * ok.mean():.2f}% of the cells; largest vertex difference {diff.max():.1e} m")
+
+    print("\n# density bands (5), eps = 1: the whole dpgeo.heat call and the bands alone")
+    box_small = (-74.02, 40.6, -73.82, 40.8)
+    for label, box, kw, n in (("H3 res 11", box_small, dict(h3_resolution=11), 300_000),
+                              ("50 m squares", box_small, dict(cell_m=50.0), 300_000),
+                              ("H3 res 11", NYC, dict(h3_resolution=11), 1_000_000),
+                              ("30 m squares", NYC, dict(cell_m=30.0), 1_000_000)):
+        rng = np.random.default_rng(3)
+        k = n // 3
+        lon = np.r_[rng.uniform(box[0], box[2], n - 2 * k), rng.normal(-73.95, 0.01, k), rng.normal(-73.88, 0.02, k)]
+        lat = np.r_[rng.uniform(box[1], box[3], n - 2 * k), rng.normal(40.72, 0.01, k), rng.normal(40.68, 0.015, k)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t = time.perf_counter()
+            r = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=1.0, domain=box, bands=5, seed=1, ledger=False, **kw)
+            whole = time.perf_counter() - t
+            t = time.perf_counter()
+            layer, _ = density_bands(r.cells, n_bands=5, bandwidth_m=r.metadata["bands_bandwidth_m"])
+            alone = time.perf_counter() - t
+        g = layer.geometry.values
+        overlap = shapely.area(g).sum() / shapely.union_all(g).area - 1
+        print(f"{label:13s} {r.metadata['n_cells']:>9,} cells: heat(bands=5) {whole:6.2f} s, bands alone "
+              f"{alone:5.2f} s; {len(layer)} bands, valid {bool(shapely.is_valid(g).all())}, overlap {overlap:.1e}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, default=11_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--skip-hotspots", action="store_true")
+    ap.add_argument("--skip-layers", action="store_true")
+    a = ap.parse_args()
+    if not a.skip_speed:
+        speed(a.points, a.reps)
+    if not a.skip_layers:
+        layers(a.reps)
+    if not a.skip_hotspots:
+        hotspots(a.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,439 @@
+"""Heat (count) layers, density bands and Getis-Ord hot spots, declared once (:class:`HeatMechanism`,
+:class:`HotspotsMechanism`) and run through the one pipeline.
+
+Both release the same thing: one exact discrete Laplace count per cell of a
+public cell set (square cells anchored to the study area, or the H3 cells
+that intersect it), charged once before the data is read. The layers are
+post-processing of that release (:mod:`dpgeo.mechanisms.heat`,
+:mod:`dpgeo.mechanisms.hotspots`; ``docs/privacy.md`` §9).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..declare import Field, Mechanism, Outcome, Param
+from ..errors import ParameterError
+from ..grid import Grid
+from ..histogram import (
+    DEFAULT_MAX_DENSE_CELLS,
+    DEFAULT_MAX_FALSE_CELLS,
+    choose_histogram,
+    sparse_threshold,
+)
+from ..mechanisms.heat import cell_hotspots, count_layer, density_bands
+from ..mechanisms.hotspots import HOTSPOT_CLASSES
+from ..noise import discrete_laplace_q, discrete_laplace_variance, noise_rate, sum_interval_halfwidth
+from ..release import Release
+from ..resources import check_plan, plan_heat
+from ._common import _progress
+from ._docs import entry_point
+from .dbscan import _release_histogram
+from .run import run_release
+
+__all__ = ["heat", "hotspots", "HEAT", "HOTSPOTS", "HeatMechanism", "HotspotsMechanism"]
+
+_CLAMP = ("dp_count is the released noisy count clamped at 0 (post-processing; dp_count_raw is the release itself, "
+          "unbiased and may be negative); dp_count_low/high: 95% interval of the true count, clipped at 0")
+#: The most cells a square hot-spot neighbourhood may have.
+MAX_NEIGHBOURHOOD_CELLS = 40_000
+
+#: The two ways of laying cells over the study area (exactly one is given).
+CELL_PARAMS = (
+    Param("cell_m", "number", "Cell size",
+          "Width of a square cell, the grid anchored to the study area's corner; give this or the H3 resolution.",
+          unit="metres", default=None, minimum=0, exclusive_minimum=True, maximum=1_000_000, flag="--cell",
+          qgis_name="CELL_SIZE", label="cell_m (cell width)", none_means="none"),
+    Param("h3_resolution", "integer", "H3 resolution",
+          "H3 hexagon cells of this resolution instead of squares: 7 ≈ 5 km², 8 ≈ 0.7 km², 9 ≈ 0.1 km² (174 m "
+          "edges), 10 ≈ 0.015 km²; give this or the cell size.",
+          default=None, minimum=0, maximum=15, flag="--h3", qgis_name="H3_RESOLUTION",
+          label="h3_resolution (H3 resolution)", none_means="none"),
+)
+_MAX_DENSE = Param("max_dense_cells", "integer", "Largest dense release",
+                   "The most cells whose counts are all released (dense); histogram='auto' takes the sparse "
+                   "release beyond it, and density bands and hot spots are refused beyond it.",
+                   default=DEFAULT_MAX_DENSE_CELLS, minimum=1, fronts=frozenset({"api"}))
+
+HEAT_PARAMS = CELL_PARAMS + (
+    Param("bands", "integer", "Density bands",
+          "Publish this many smoothed density bands (polygons, each with the DP count of its cells) instead of "
+          "the cells; the same release, smoothed with a public kernel (no extra budget). Needs every cell's count "
+          "(a dense release).",
+          default=None, minimum=1, maximum=20, flag="--bands", qgis_name="BANDS", label="bands (density bands)",
+          none_means="none (the cells)"),
+    Param("bandwidth_m", "number", "Smoothing bandwidth",
+          "σ of the Gaussian kernel that smooths the counts before they are cut into bands (default: 2 cell "
+          "widths, or 2 H3 centre spacings).",
+          unit="metres", default=None, minimum=0, exclusive_minimum=True, maximum=1_000_000, advanced=True,
+          flag="--bandwidth", label="bandwidth_m (smoothing kernel)"),
+    Param("histogram", "choice", "Empty cells",
+          "dense: every cell of the study area gets a noisy count; sparse: only cells whose noisy count reaches "
+          "the threshold θ are published (the others are released as 0; an empty cell passes with a small, "
+          "known probability); auto decides from the number of cells (public).",
+          default="auto", choices=("auto", "dense", "sparse"), advanced=True),
+    _MAX_DENSE,
+    Param("max_false_cells", "number", "Expected false cells of the sparse release",
+          "The sparse release's threshold θ keeps the expected number of empty cells it publishes below this.",
+          default=DEFAULT_MAX_FALSE_CELLS, minimum=0, exclusive_minimum=True, fronts=frozenset({"api"})),
+)
+
+HOTSPOT_PARAMS = CELL_PARAMS + (
+    Param("radius_m", "number", "Neighbourhood radius",
+          "Square cells: a cell's neighbourhood is every cell whose centre lies within this distance of its "
+          "centre, itself included (default 1.5 cell widths: the 3 × 3 block).",
+          unit="metres", default=None, minimum=0, exclusive_minimum=True, maximum=1_000_000, flag="--radius",
+          qgis_name="RADIUS", label="radius_m (neighbourhood radius)"),
+    Param("k", "integer", "H3 neighbourhood ring",
+          "H3 cells: a cell's neighbourhood is its k-ring, itself included (1: the cell and its six neighbours).",
+          unit="cells", default=1, minimum=1, maximum=20, flag="--ring", qgis_name="H3_RING",
+          label="k (H3 ring)"),
+    Param("fdr", "flag", "False discovery rate",
+          "Benjamini–Hochberg false-discovery-rate cut-offs over all cells instead of the plain 90/95/99% ones "
+          "(ArcGIS's FDR correction).",
+          default=False, qgis_name="FDR"),
+    _MAX_DENSE,
+)
+
+_CELL_FIELDS = (
+    Field("cell_id", "int", "the cell's number in the public cell set"),
+    Field("h3", "str", "H3 cells: the cell's H3 index (15 hexadecimal digits)"),
+    Field("dp_count", "int", "noisy number of points in the cell, clamped at 0"),
+    Field("dp_count_low", "int", "lower end of the 95% interval of the cell's count"),
+    Field("dp_count_high", "int", "upper end of the 95% interval of the cell's count"),
+    Field("dp_count_raw", "int", "the released noisy count itself (unbiased, may be negative)"),
+)
+
+
+def _cells(area, p, c, max_memory_bytes, *, histogram, need_dense, neighbours=0, bands=False):
+    """The public cell set of a run (square Grid or H3Cells), its memory planned and checked first."""
+    plan = plan_heat(area, cell_m=p.cell_m, h3_resolution=p.h3_resolution, epsilon=p.epsilon,
+                     sensitivity=c.sensitivity, histogram=histogram, max_dense_cells=p.max_dense_cells,
+                     max_false_cells=p.get("max_false_cells", DEFAULT_MAX_FALSE_CELLS), neighbours=neighbours,
+                     bands=bands)
+    check_plan(plan, max_memory_bytes, cell_option="cell size (cell_m) or a coarser H3 resolution")
+    if need_dense and p.h3_resolution is not None and plan.cells > 2 * p.max_dense_cells:
+        _too_many(need_dense, plan.cells, p.max_dense_cells, "about ")  # before a large H3 cell set is listed
+    if p.h3_resolution is not None:
+        from ..h3cells import H3Cells
+
+        grid = H3Cells(area, p.h3_resolution)
+    else:
+        grid = Grid(area, p.cell_m)
+    if need_dense and grid.n_cells > p.max_dense_cells:
+        _too_many(need_dense, grid.n_cells, p.max_dense_cells)
+    return grid
+
+
+def _too_many(what, n, limit, about=""):
+    raise ParameterError(f"{what} need every cell's noisy count (a dense release), and the study area has "
+                         f"{about}{n:,} cells (at most {limit:,}): use larger cells (a coarser H3 resolution)")
+
+
+def _count_setup(grid, p, c, histogram):
+    """The public quantities of the count release on ``grid``: dense or sparse, q, θ."""
+    noise_rate(p.epsilon, c.sensitivity)  # the exact sampler's range, refused before any data is read
+    kind = choose_histogram(grid, histogram, max_dense_cells=p.max_dense_cells)
+    q = discrete_laplace_q(p.epsilon, c.sensitivity)
+    theta = sparse_threshold(grid.n_cells, q, p.get("max_false_cells", DEFAULT_MAX_FALSE_CELLS)) \
+        if kind == "sparse" else None
+    return {"kind": kind, "q": q, "theta": theta}
+
+
+def _release(counts, p, c, setup, rng, progress):
+    """The one private step: the noisy counts of every cell (dense) or of the cells above θ (sparse)."""
+    grid = counts.grid
+    _progress(progress, 0.4, f"noisy {setup['kind']} counts of {grid.n_cells:,} cells")
+    hist = _release_histogram(counts, kind=setup["kind"], epsilon=p.epsilon, sensitivity=c.sensitivity,
+                              theta=setup["theta"], rng=rng)
+    return hist, _cells_metadata(grid, setup["kind"], setup["theta"], setup["q"])
+
+
+def _cells_metadata(grid, kind, theta, q):
+    md = {"noise": "discrete Laplace (two-sided geometric)", "noise_q": q,
+          "noise_variance_per_cell": discrete_laplace_variance(q),
+          "count_error_95": sum_interval_halfwidth(1, q, 0.95), "histogram": kind, "theta": theta,
+          "n_cells": grid.n_cells, "grid": grid.to_metadata(), "clamp": _CLAMP,
+          "dp_count_interval": "95%: released count ± the 95% half-width of its noise, clipped at 0"}
+    if getattr(grid, "kind", None) == "h3":
+        md["cells"] = "H3"
+        md["h3_resolution"] = grid.resolution
+    else:
+        md["cells"] = "square"
+        md["cell_width_m"] = grid.cell_m
+    if kind == "sparse":
+        md["layer_cells"] = (f"sparse release: only cells whose noisy count reached theta = {theta} are in the "
+                             "layer; every other cell of the study area was released as 0")
+    else:
+        md["layer_cells"] = "dense release: every cell that intersects the study area is in the layer"
+    return md
+
+
+def _spacing(grid) -> float:
+    return grid.spacing_m if getattr(grid, "kind", None) == "h3" else grid.cell_m
+
+
+class _CellsMechanism(Mechanism):
+    """What heat and hot-spot layers share: the cell set, the count release, its metadata."""
+
+    exactly_one = (("cell_m", "h3_resolution"),)
+    cell_option = "the cell size (a larger cell_m, or a coarser h3_resolution)"
+    read_share = 0.4
+
+    def check(self, p):
+        if p.h3_resolution is not None:
+            from ..h3cells import require_h3
+
+            require_h3()
+
+    def check_run(self, p, epsilon, c):
+        noise_rate(epsilon, c.sensitivity)  # the exact sampler's range, refused here rather than after reading
+
+    def linear_in_contribution(self, grid, p, c):
+        # one count release with discrete Laplace noise of decay exp(-ε/s): one point moves one cell by one, a
+        # loss of ε/s; bands and Gi* classes are post-processing (privacy.md §9)
+        return True
+
+    def cell_width(self, area, p):
+        if p.h3_resolution is not None:
+            from ..h3cells import H3_AREA_M2
+
+            return math.sqrt(H3_AREA_M2[p.h3_resolution])  # a square of the mean hexagon's area
+        return p.cell_m
+
+
+class HeatMechanism(_CellsMechanism):
+    """Noisy counts of square or H3 cells over the public study area; or smoothed density bands of them."""
+
+    name = "dp-heat"
+    entry_point = "heat"
+    command = "heat"
+    qgis_id = "heat"
+    title = "DP heat layer (cell counts or density bands)"
+    layer_name = "DP heat layer"
+    summary = "ε-DP point counts of square or H3 hexagon cells, or smoothed density bands"
+    description = ("ε-differentially private point counts per cell: every square cell (anchored to the public "
+                   "study area) or every H3 hexagon cell that intersects the study area is a feature with a noisy "
+                   "count (exact discrete Laplace noise; dp_count clamped at 0, dp_count_raw the release itself) "
+                   "and its 95% interval. With bands, the same release is smoothed with a public Gaussian kernel "
+                   "and cut into density bands, each a polygon with the DP count of its cells (no extra budget). "
+                   "Give exactly one of the cell size and the H3 resolution.")
+    keywords = ("differential privacy", "heat map", "grid counts", "H3", "hexagons", "density")
+    params = HEAT_PARAMS
+    fields = _CELL_FIELDS + (
+        Field("band", "int", "with bands: the band, 1 = lowest density"),
+        Field("density_low", "float", "with bands: the band's lower limit (smoothed count per km²)"),
+        Field("density_high", "float", "with bands: the band's upper limit (none for the top band)"),
+        Field("n_cells", "int", "with bands: cells in the band"),
+    )
+    style = "heat"
+    examples = """\
+examples:
+  # 100 m squares over a study area given as a lon/lat bbox
+  dpgeo heat crashes.csv -o heat.gpkg --epsilon 1 --cell 100 --domain=-74.26,40.49,-73.69,40.92
+
+  # H3 resolution 9 hexagons (about 0.1 km²), an HTML map
+  dpgeo heat trips.parquet -o heat.html --epsilon 0.5 --h3 9 --domain city.geojson
+
+  # five smoothed density bands of the same release
+  dpgeo heat trips.parquet -o bands.geojson --epsilon 0.5 --h3 9 --bands 5 --domain city.geojson
+"""
+
+    def check(self, p):
+        super().check(p)
+        if p.bands is not None and p.histogram == "sparse":
+            raise ParameterError("density bands need every cell's noisy count (a dense release): histogram must "
+                                 "be 'auto' or 'dense'")
+
+    def _histogram(self, p):
+        return "dense" if p.bands is not None else p.histogram
+
+    # (the titles also take the service's request values, where an unset option is absent)
+    def ledger_name(self, p):
+        return "dp-heat-bands" if p.get("bands") is not None else "dp-heat"
+
+    def method_name(self, p):
+        return "dp_heat_bands" if p.get("bands") is not None else "dp_heat"
+
+    def mechanism_title(self, p):
+        return "DP density bands" if p.get("bands") is not None else "DP cell counts"
+
+    def short_title(self, p):
+        return "DP density bands" if p.get("bands") is not None else "DP heat layer"
+
+    def grid(self, area, p, c, max_memory_bytes=None):
+        return _cells(area, p, c, max_memory_bytes, histogram=self._histogram(p),
+                      need_dense="density bands" if p.bands is not None else None, bands=p.bands is not None)
+
+    def setup(self, grid, p, c):
+        return _count_setup(grid, p, c, self._histogram(p))
+
+    def run(self, counts, p, c, setup, rng, progress):
+        hist, md = _release(counts, p, c, setup, rng, progress)
+        _progress(progress, 0.6, "layer")
+        if p.bands is None:
+            return Outcome(count_layer(hist), md, hist)
+        bw = p.bandwidth_m if p.bandwidth_m is not None else 2.0 * _spacing(hist.grid)
+        layer, bmd = density_bands(hist, n_bands=p.bands, bandwidth_m=bw)
+        md.update(bmd)
+        md["layer"] = "density bands"
+        md["bands_bandwidth_m"] = bw
+        return Outcome(layer, md, hist)
+
+
+class HotspotsMechanism(_CellsMechanism):
+    """Getis-Ord Gi* hot and cold spots of the noisy cell counts, with a test that accounts for the noise."""
+
+    name = "dp-hotspots"
+    entry_point = "hotspots"
+    command = "hotspots"
+    qgis_id = "hotspots"
+    title = "DP hot spots (Getis-Ord Gi*)"
+    layer_name = "DP hot spots"
+    summary = "ε-DP Getis-Ord Gi* hot and cold spots of square or H3 cell counts"
+    description = ("Getis-Ord Gi* hot-spot analysis of ε-differentially private cell counts: every cell of the "
+                   "public study area (square or H3) gets a noisy count, then Gi* over a public neighbourhood "
+                   "(a distance band in metres, or an H3 k-ring) with a significance test that accounts for the "
+                   "noise, in the usual seven classes (hot and cold spots at 99, 95 and 90% confidence, not "
+                   "significant). Everything after the counts is post-processing (no extra budget). Give exactly "
+                   "one of the cell size and the H3 resolution.")
+    keywords = ("differential privacy", "hot spots", "Getis-Ord", "Gi*", "H3", "clusters")
+    params = HOTSPOT_PARAMS
+    fields = _CELL_FIELDS + (
+        Field("gi_z", "float", "Gi* z-score of the cell's neighbourhood"),
+        Field("gi_p", "float", "two-sided p-value of gi_z under the noise-aware null"),
+        Field("gi_bin", "int", "3 … -3: hot spot 99/95/90%, 0 not significant, cold spot 90/95/99%"),
+        Field("hotspot", "str", "gi_bin in words"),
+    )
+    style = "hotspots"
+    examples = """\
+examples:
+  # hot spots of 250 m squares, neighbourhood of 400 m
+  dpgeo hotspots crashes.csv -o hot.gpkg --epsilon 1 --cell 250 --radius 400 --domain=-74.26,40.49,-73.69,40.92
+
+  # H3 resolution 8 with the 2-ring as neighbourhood and a false-discovery-rate correction, an HTML map
+  dpgeo hotspots trips.parquet -o hot.html --epsilon 1 --h3 8 --ring 2 --fdr --domain city.geojson
+"""
+
+    def check(self, p):
+        super().check(p)
+        if p.cell_m is not None:
+            radius = self._radius(p)
+            if radius < p.cell_m:
+                raise ParameterError(f"radius_m ({radius:g} m) must be at least the cell width ({p.cell_m:g} m), "
+                                     "or the neighbourhood is the cell alone")
+            if (2 * math.floor(radius / p.cell_m) + 1) ** 2 > MAX_NEIGHBOURHOOD_CELLS:
+                raise ParameterError(f"radius_m ({radius:g} m) spans too many cells of {p.cell_m:g} m: use a smaller "
+                                     "radius or larger cells")
+
+    @staticmethod
+    def _radius(p):
+        return p.radius_m if p.radius_m is not None else 1.5 * p.cell_m
+
+    def _neighbours(self, p):
+        if p.h3_resolution is not None:
+            return 3 * p.k * (p.k + 1) + 1
+        r = self._radius(p) / p.cell_m
+        return int(math.pi * r * r) + 1
+
+    def method_name(self, p):
+        return "dp_hotspots"
+
+    def grid(self, area, p, c, max_memory_bytes=None):
+        return _cells(area, p, c, max_memory_bytes, histogram="dense", need_dense="hot spots",
+                      neighbours=self._neighbours(p))
+
+    def setup(self, grid, p, c):
+        return _count_setup(grid, p, c, "dense")
+
+    def run(self, counts, p, c, setup, rng, progress):
+        hist, md = _release(counts, p, c, setup, rng, progress)
+        _progress(progress, 0.6, "Getis-Ord Gi*")
+        h3 = p.h3_resolution is not None
+        radius = None if h3 else self._radius(p)
+        res = cell_hotspots(hist, radius_m=radius, k=p.k, fdr=p.fdr)
+        layer = count_layer(hist, extra={"gi_z": res.gi_z, "gi_p": res.gi_p, "gi_bin": res.gi_bin,
+                                         "hotspot": res.hotspot})
+        md["layer"] = "cells with Getis-Ord Gi* hot/cold spot classes"
+        md["hotspot_statistic"] = "Getis-Ord Gi* (star: the cell is in its own neighbourhood), binary weights"
+        md["hotspot_neighbourhood"] = f"H3 {p.k}-ring" if h3 else f"cells whose centre is within {radius:g} m"
+        md["hotspot_test"] = ("two-sided; null: the true counts are exchangeable over the cells and the noise is "
+                              "i.i.d. discrete Laplace, so the released counts are exchangeable: p-value from the "
+                              "exact law of a sum of W draws from the released counts (noise included)")
+        md["hotspot_fdr"] = bool(p.fdr)
+        md["hotspot_cutoffs"] = res.cutoffs
+        md["hotspot_classes"] = {str(kk): v for kk, v in HOTSPOT_CLASSES.items()}
+        md["hotspot_variance"] = {"released": res.s2_total, "noise": res.s2_noise, "true_estimated": res.s2_true}
+        md["hotspot_counts"] = {HOTSPOT_CLASSES[b]: int((res.gi_bin == b).sum()) for b in range(3, -4, -1)}
+        return Outcome(layer, md, hist)
+
+
+#: The declarations (one instance each; the registry lists them).
+HEAT = HeatMechanism()
+HOTSPOTS = HotspotsMechanism()
+
+_HEAT_RETURNS = """Release
+    ``layer``: one feature per cell with ``cell_id``, ``h3`` (H3 cells only), ``dp_count``
+    (clamped at 0), ``dp_count_low``, ``dp_count_high``, ``dp_count_raw``; or, with ``bands``,
+    one feature per band (``band``, ``density_low``, ``density_high``, ``n_cells``, ``dp_count``
+    and its interval). ``cells``: the released histogram."""
+
+_HOTSPOTS_RETURNS = """Release
+    ``layer``: the cells of :func:`heat` plus ``gi_z``, ``gi_p``, ``gi_bin`` (3 … -3) and
+    ``hotspot`` (the seven classes). ``cells``: the released histogram."""
+
+
+@entry_point(HEAT, returns=_HEAT_RETURNS)
+def heat(points, *, epsilon: float, domain, cell_m: float | None = None, h3_resolution: int | None = None,
+         bands: int | None = None, bandwidth_m: float | None = None, domain_crs=None, crs=None,
+         histogram: str = "auto", sensitivity: int = 1, person=None, max_points_per_person: int | None = None,
+         seed: int | None = None, domain_from_data: bool = False, input_crs=None, unattended: bool = False,
+         dataset: str | None = None, ledger=None, analyst: str | None = None, progress=None, scheduler=None,
+         max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
+         max_false_cells: int = DEFAULT_MAX_FALSE_CELLS, max_memory_bytes=None) -> Release:
+    """ε-DP point counts per cell (square or H3) as a polygon layer, or smoothed density bands.
+
+    One release: exact discrete Laplace noise on the count of every cell
+    that intersects the public study area (:mod:`dpgeo.histogram`; sensitivity
+    = points per record), charged once before any data is read. Everything
+    else — clamping, intervals, smoothing, bands — is post-processing.
+
+    Examples
+    --------
+    >>> import numpy as np, dpgeo
+    >>> rng = np.random.default_rng(0)
+    >>> x, y = rng.normal(500, 80, 2000), rng.normal(500, 80, 2000)
+    >>> r = dpgeo.heat((x, y, "EPSG:32615"), epsilon=1.0, cell_m=100, domain=(0, 0, 1000, 1000),
+    ...                domain_crs="EPSG:32615", seed=1, ledger=False)
+    >>> len(r.layer), r.metadata["histogram"], int(r.layer["dp_count_raw"].sum()) - 2000 < 100
+    (100, 'dense', True)
+    """
+    return run_release(HEAT, points, locals())
+
+
+@entry_point(HOTSPOTS, returns=_HOTSPOTS_RETURNS)
+def hotspots(points, *, epsilon: float, domain, cell_m: float | None = None, h3_resolution: int | None = None,
+             radius_m: float | None = None, k: int = 1, fdr: bool = False, domain_crs=None, crs=None,
+             sensitivity: int = 1, person=None, max_points_per_person: int | None = None, seed: int | None = None,
+             domain_from_data: bool = False, input_crs=None, unattended: bool = False, dataset: str | None = None,
+             ledger=None,
+             analyst: str | None = None, progress=None, scheduler=None,
+             max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS, max_memory_bytes=None) -> Release:
+    """Getis-Ord Gi* hot and cold spots of ε-DP cell counts, with a test that accounts for the noise.
+
+    The counts are released exactly as by :func:`heat` (dense); Gi* and its
+    classes are post-processing (:mod:`dpgeo.mechanisms.hotspots`).
+
+    Examples
+    --------
+    >>> import numpy as np, dpgeo
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.r_[rng.uniform(0, 2000, 4000), rng.normal(700, 60, 1500)]
+    >>> y = np.r_[rng.uniform(0, 2000, 4000), rng.normal(1300, 60, 1500)]
+    >>> r = dpgeo.hotspots((x, y, "EPSG:32615"), epsilon=1.0, cell_m=100, domain=(0, 0, 2000, 2000),
+    ...                    domain_crs="EPSG:32615", crs="EPSG:32615", seed=3, ledger=False)
+    >>> hot = r.layer[r.layer["gi_bin"] == 3]
+    >>> bool(hot.geometry.union_all().contains(__import__("shapely").Point(700, 1300)))
+    True
+    """
+    return run_release(HOTSPOTS, points, locals())
