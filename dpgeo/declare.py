@@ -93,6 +93,11 @@ class Param:
     suggested : optional
         A starting value that a form shows for a required parameter (the QGIS dialog's
         pre-filled value); never a default.
+    layer_style : str, optional
+        For a ``flag`` that asks for a second layer of the release (the
+        :class:`~dpgeo.release.Release` attribute of the same name, e.g. ``levels``):
+        the command line and the API write it into the same file, QGIS offers it as an
+        optional output layer of the algorithm, styled with this QGIS style (``Mechanism.style``).
     none_means : str
         What the default ``None`` means, in the help of every front end (default
         ``"automatic"``: the mechanism's rule decides; e.g. ``"none"`` for an option
@@ -118,11 +123,14 @@ class Param:
     fronts: frozenset = FRONTS
     service_choices: tuple | None = None
     suggested: Any = None
+    layer_style: str | None = None
     none_means: str = "automatic"
 
     def __post_init__(self):
         if self.kind not in _KINDS:
             raise ValueError(f"{self.name}: kind must be one of {_KINDS}")
+        if self.layer_style and self.kind != "flag":
+            raise ValueError(f"{self.name}: only a flag asks for a second layer")
         if self.kind == "choice" and not self.choices:
             raise ValueError(f"{self.name}: a choice needs choices")
         if self.labels and len(self.labels) != len(self.choices):

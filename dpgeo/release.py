@@ -410,9 +410,10 @@ class Release:
         only when complete, and is recorded with the release in the ledger.
 
         ``levels`` (spans without a radius): also write the tree of density
-        levels — the GeoPackage layer ``<name>_levels`` in the same file, or
-        ``<stem>_levels.geojson`` beside a GeoJSON file. Default: when the
-        release was made with ``levels=True``.
+        levels — the GeoPackage layer ``<name>_levels`` in the same file,
+        ``<stem>_levels.geojson`` beside a GeoJSON file, a switch between the
+        map and its levels in an HTML map, the levels drawn in a PNG. Default:
+        when the release was made with ``levels=True``.
         """
         from .io.paths import check_not_input
 

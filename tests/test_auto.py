@@ -232,6 +232,25 @@ def test_preview_says_what_auto_will_do():
     assert 0 < lo <= hi
 
 
+def test_preview_tells_the_truth_about_a_run_on_the_sample():
+    """At the run's own noisy total, the preview gives the run's cell width, its number of cells, Γ and its
+    smallest cluster, and a range that holds the floor the run found (the sample, seeded)."""
+    import warnings
+
+    from helpers import SAMPLE_AREA, SAMPLE_POINTS
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = dpgeo.dbscan_spans(str(SAMPLE_POINTS), epsilon=1.0, domain=str(SAMPLE_AREA), seed=4, ledger=False)
+    md = run.metadata
+    (row,) = dpgeo.noise_preview(epsilon=1.0, domain=str(SAMPLE_AREA), n_points=md["noisy_total"])["by_points"]
+    assert row["cell_width_m"] == pytest.approx(md["cell_width_m"])
+    assert row["n_cells"] == md["n_cells"] == md["grid"]["n_cells"]
+    assert row["gamma_all_levels"] == md["gamma_all_levels"]
+    assert row["smallest_cluster_points"] >= math.ceil(md["min_cluster_mass"])
+    assert row["floor_level_range"][0] <= md["floor_level"] <= row["floor_level_range"][1]
+
+
 def test_auto_mechanism_is_post_processing_of_two_releases(monkeypatch):
     """Only release_total and dense_histogram draw noise: every other step sees their outputs alone."""
     calls = []

@@ -233,3 +233,137 @@ def test_density_levels_on_two_blobs_and_a_background():
     big = np.argsort(mass)[-2:] + 1
     centres = sorted((np.mean(g.cell_xy(clusters.cell_id[clusters.label == k])[0]) + 0.5) * 20 for k in big)
     assert abs(centres[0] - 250) < 60 and abs(centres[1] - 700) < 60
+
+
+# -- the fast paths against plain references (the tree's numbering decides the order of the clusters) ----------
+
+def _reference_tree(grid, cell_id, value, count, max_thresholds=level_tree.MAX_THRESHOLDS):
+    """The tree by the plain sweep: at each threshold, scipy's components of all the roots that the new cells
+    and adjacencies touch, in the order of their last occurrence (the numbering the library keeps)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = cell_id.size
+    thr = np.unique(value)
+    if thr.size > max_thresholds:
+        thr = level_tree._thresholds(value, max_thresholds)
+    lev = np.searchsorted(thr, value, side="right") - 1
+    ea, eb = [], []
+    for a, b, _ in level_tree._offset_pairs(grid, cell_id, level_tree.BOX_OFFSETS):
+        ea.append(a)
+        eb.append(b)
+    ea, eb = np.concatenate(ea).astype(np.int64), np.concatenate(eb).astype(np.int64)
+    elev = np.minimum(lev[ea], lev[eb])
+    root = np.arange(n)
+    node_of = np.full(n, -1)
+    cell_node = np.full(n, -1)
+    node_level, node_parent = [], []
+
+    def find(x):
+        while not np.array_equal(root[x], x):
+            x = root[x]
+        return x
+
+    for j in range(thr.size - 1, -1, -1):
+        new = np.flatnonzero(lev == j)
+        edges = np.flatnonzero(elev == j)
+        seq = np.concatenate([find(ea[edges]), find(eb[edges]), new])
+        _, last_rev = np.unique(seq[::-1], return_index=True)
+        roots = seq[::-1][np.sort(last_rev)][::-1]  # in the order of their last occurrence
+        if roots.size == 0:
+            continue
+        where = {r: i for i, r in enumerate(roots.tolist())}
+        inv = np.array([where[r] for r in seq.tolist()], dtype=np.int64)
+        m = edges.size
+        graph = csr_matrix((np.ones(m), (inv[:m], inv[m:2 * m])), shape=(roots.size, roots.size))
+        n_comp, lab = connected_components(graph, directed=False)
+        old = node_of[roots] >= 0
+        n_old = np.bincount(lab[old], minlength=n_comp)
+        group_node = np.full(n_comp, -1)
+        cont = old & (n_old[lab] == 1)
+        group_node[lab[cont]] = node_of[roots[cont]]
+        fresh = np.flatnonzero(n_old != 1)
+        group_node[fresh] = len(node_level) + np.arange(fresh.size)
+        node_level += [j] * fresh.size
+        node_parent += [-1] * fresh.size
+        for r in roots[old & ~cont].tolist():
+            node_parent[node_of[r]] = group_node[lab[where[r]]]
+        rep = np.full(n_comp, -1)
+        np.maximum.at(rep, lab, roots)
+        root[roots] = rep[lab]
+        node_of[roots] = -1
+        node_of[rep] = group_node
+        cell_node[new] = group_node[lab[[where[c] for c in new.tolist()]]]
+    return thr, cell_node, np.array(node_level, dtype=np.int64), np.array(node_parent, dtype=np.int64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 14), st.integers(2, 14), st.integers(0, 2**31 - 1), st.sampled_from([3, 8, 100]))
+def test_tree_numbers_its_nodes_as_the_plain_sweep(nx, ny, seed, top):
+    """The vectorised sweep (union-find with only the old ends looked up, components by one scipy call per
+    threshold) gives the plain sweep's tree, node for node: the clusters' numbering follows it."""
+    rng = np.random.default_rng(seed)
+    g = _grid(nx, ny)
+    values = rng.integers(0, top, nx * ny)
+    cells = np.flatnonzero(rng.random(nx * ny) < 0.85)
+    if cells.size == 0:
+        return
+    for max_thr in (level_tree.MAX_THRESHOLDS, 4):  # every value, or a coarser grid of thresholds
+        tree = build_level_tree(g, cells, values[cells], np.ones(cells.size, dtype=np.int64), max_thresholds=max_thr)
+        thr, cell_node, node_level, node_parent = _reference_tree(g, cells, values[cells], None, max_thr)
+        assert tree.thresholds.tolist() == thr.tolist()
+        assert tree.cell_node.tolist() == cell_node.tolist()
+        assert tree.node_level.tolist() == node_level.tolist()
+        assert tree.node_parent.tolist() == node_parent.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**31 - 1))
+def test_adjacent_pairs_from_the_raster_are_those_of_the_search(nx, ny, seed):
+    rng = np.random.default_rng(seed)
+    g = _grid(nx, ny)
+    cells = np.flatnonzero(rng.random(nx * ny) < 0.6)
+    a, b = level_tree.adjacent_pairs(g, cells)
+    ra, rb = [], []
+    for x, y, _ in level_tree._offset_pairs(g, cells, level_tree.BOX_OFFSETS):
+        ra.append(x)
+        rb.append(y)
+    ra = np.concatenate(ra) if ra else np.zeros(0, dtype=np.int64)
+    rb = np.concatenate(rb) if rb else np.zeros(0, dtype=np.int64)
+    assert a.tolist() == ra.tolist() and b.tolist() == rb.tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(0, 2**31 - 1), st.integers(0, 4))
+def test_growing_on_the_raster_is_growing_along_the_pairs(nx, ny, seed, steps):
+    from dpgeo.mechanisms.level_select import grow_labels, grow_labels_raster
+
+    rng = np.random.default_rng(seed)
+    g = _grid(nx, ny)
+    cells = np.flatnonzero(rng.random(nx * ny) < 0.7)
+    label = np.where(rng.random(cells.size) < 0.2, rng.integers(1, 4, cells.size), 0)
+    want = grow_labels(cells.size, level_tree.adjacent_pairs(g, cells), label, steps=steps)
+    assert grow_labels_raster(g, cells, label, steps=steps).tolist() == want.tolist()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(3, 12), st.integers(3, 12), st.integers(0, 2**31 - 1))
+def test_peaks_from_the_cells_where_a_node_appears(nx, ny, seed):
+    """The clusters are the same whether a node's peak is read off every cell or only off the cells of the
+    nodes without children where they appear (the shortcut the library takes)."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    g = _grid(nx, ny)
+    counts = rng.poisson(rng.uniform(0, 8), nx * ny) + rng.integers(-2, 3, nx * ny)
+    h = NoisyHistogram(g, "dense", np.arange(nx * ny), counts.astype(np.int64), 1.0, 1, math.exp(-1.0))
+    sums = box_sums(h)
+    cells = np.arange(nx * ny)[sums.ravel() > 2]
+    for max_thr in (level_tree.MAX_THRESHOLDS, 5):
+        tree = build_level_tree(g, cells, sums.ravel()[cells], h.lookup(cells), max_thresholds=max_thr)
+        plain = dataclasses.replace(tree, cell_level=None)
+        a = select_clusters(tree, min_mass=5, min_prominence=3)
+        b = select_clusters(plain, min_mass=5, min_prominence=3)
+        assert a.cell_id.tolist() == b.cell_id.tolist() and a.label.tolist() == b.label.tolist()
+        assert a.cluster_top.tolist() == b.cluster_top.tolist()
+        assert all(np.array_equal(a.nodes[k], b.nodes[k]) for k in a.nodes)

@@ -68,8 +68,8 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         A second layer of the same release (the tree of density levels of
         spans without a radius): a GeoPackage gets it as the layer
         ``<layer>_levels`` in the same file; a GeoJSON file gets a sibling
-        ``<stem>_levels.geojson`` (with the same metadata). HTML and PNG
-        ignore it.
+        ``<stem>_levels.geojson`` (with the same metadata); an HTML map gets a
+        switch between the map and its levels; a PNG draws the levels.
 
     Returns
     -------
@@ -104,11 +104,11 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
     elif drv == "HTML":
         from .html import write_html
 
-        write_html(gdf, path, metadata, basemap=basemap, attribution=attribution, title=title)
+        write_html(gdf, path, metadata, basemap=basemap, attribution=attribution, title=title, levels=levels)
     elif drv == "PNG":
         from .png import write_png
 
-        write_png(gdf, path, metadata, crs=crs, title=title)
+        write_png(gdf, path, metadata, crs=crs, title=title, levels=levels)
     else:
         out = gdf if crs is None else gdf.to_crs(crs)
         if crs is not None and out.crs is not None and out.crs.is_geographic:  # no polygon across the world

@@ -10,9 +10,11 @@ its copyright page, as OpenStreetMap's tile usage policy asks), any XYZ tile
 URL template, or ``basemap="none"`` for a map that requests nothing from any
 host. Its Content-Security-Policy allows no connection, no font, no image
 other than ``data:`` and the basemap's tiles (that host alone), and no
-script but its own two (by hash). On a small screen (a phone) the privacy
+script but its own (by hash). On a small screen (a phone) the privacy
 panel and the legend start collapsed, in opposite corners, and can be opened
-without covering each other.
+without covering each other. A release with its tree of density levels (spans
+without a radius) gets a switch between the map and its levels
+(:mod:`dpgeo.io.html_levels`).
 
 Every string that comes from the metadata or the caller is HTML-escaped; the
 GeoJSON is embedded as JSON data (``<`` ``>`` ``&`` written as ``\\u`` escapes),
@@ -231,6 +233,10 @@ _APP_JS = r"""
   });
   window.dpgeoMap = map;
   window.dpgeoClusters = clusters;
+  // the same lean shapes for other layers of the page (the density levels: dpgeo/io/html_levels.py)
+  window.dpgeoShape = function (feature, className) {
+    return new ClusterShape(feature, {renderer: renderer, weight: cfg.weight, className: className});
+  };
   map.whenReady(function () {
     requestAnimationFrame(function () { requestAnimationFrame(function () {
       window.dpgeoDrawnAt = performance.now();
@@ -398,7 +404,7 @@ def _legend_html(cluster_ids, counts, area_kind, n_total, heading) -> str:
             f'<span class="dp-legend-title">{title}</span></summary>' + "".join(rows) + note + "</details>")
 
 
-def _privacy_html(metadata) -> str:
+def _privacy_html(metadata, extra: str = "") -> str:
     s = privacy_statement(metadata)
     cls = "dp-private" if s.private else "dp-not-private"
     parts = [f'<details id="dpgeo-privacy" class="dp-panel" open>'
@@ -407,11 +413,13 @@ def _privacy_html(metadata) -> str:
     if not s.private:
         parts.append('<ul class="dp-reasons">' + "".join(f"<li>{_esc(r)}</li>" for r in s.reasons) + "</ul>")
     parts.append("<dl>" + "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in s.items) + "</dl>")
+    parts.append(extra)  # what other parts of the page add (the density levels)
     parts.append("</details>")
     return "".join(parts)
 
 
-def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=None, title=None) -> str:
+def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=None, title=None,
+                  levels=None) -> str:
     """The self-contained HTML map of a cluster layer, as text.
 
     Parameters
@@ -430,6 +438,10 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         Text credited for a URL template's tiles (escaped, shown in the corner).
     title : str, optional
         The page's title and the map's heading (default: the mechanism).
+    levels : geopandas.GeoDataFrame, optional
+        The tree of density levels of the same release (spans without a
+        radius): the page then has a switch between the map and its levels
+        (:mod:`dpgeo.io.html_levels`).
 
     Returns
     -------
@@ -498,10 +510,16 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         "series": series,
     }
 
+    addons = []  # parts of the page kept in their own modules: each adds style, HTML, a privacy note, a script
+    if levels is not None and len(levels):
+        from .html_levels import level_switch
+
+        addons.append(level_switch(levels, md, _json_data))
     v = _vendor()
     csp = "; ".join([
         "default-src 'none'",
-        f"script-src {_sha256(v['js'])} {_sha256(_APP_JS)}" + (f" {_sha256(SERIES_JS)}" if series else ""),
+        " ".join([f"script-src {_sha256(v['js'])} {_sha256(_APP_JS)}" + (f" {_sha256(SERIES_JS)}" if series else "")]
+                 + [_sha256(a.js) for a in addons]),
         "style-src 'unsafe-inline'",
         "img-src " + " ".join(img_src),
         "base-uri 'none'",
@@ -521,21 +539,23 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         "<style>\n", v["css"], "\n</style>\n<style>", _PAGE_CSS,
         _palette_css(fills, outlines) if legend is None else
         _palette_css(fills, outlines, opacity=palette.CELL_FILL_OPACITY, width_mm=palette.CELL_OUTLINE_WIDTH_MM),
-        SERIES_CSS if series else "",
+        SERIES_CSS if series else "", *[a.css for a in addons],
         "</style>\n</head>\n<body>\n",
         '<div id="map"></div>\n',
         "<noscript><p>This map needs JavaScript. The clusters and their privacy metadata are in the "
         "GeoJSON inside this file (element dpgeo-layer).</p></noscript>\n",
-        _privacy_html(md), "\n",
+        _privacy_html(md, "".join(a.privacy for a in addons)), "\n",
         (series_legend_html(props, page_title, area_kind, palette.STUDY_AREA_COLOUR) if series and legend is None
          else _legend_html(ids.tolist(), counts, area_kind, len(props), page_title) if legend is None else
          _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title)),
         ("\n" + series_controls_html(series)) if series else "", "\n",
+        *[a.body for a in addons],
         '<script type="application/json" id="dpgeo-layer">', _json_data(fc), "</script>\n",
         '<script type="application/json" id="dpgeo-config">', _json_data(cfg), "</script>\n",
         "<script>", v["js"], "</script>\n",
         "<script>", _APP_JS, "</script>\n",
         ("<script>" + SERIES_JS + "</script>\n") if series else "",
+        *[f"<script>{a.js}</script>\n" for a in addons],
         "</body>\n</html>\n",
     ])
 
@@ -556,7 +576,8 @@ def _geom_json(geom) -> str:
     return shapely.to_geojson(shapely.set_precision(geom, 1e-7))
 
 
-def write_html(gdf, path, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=None, title=None) -> str:
+def write_html(gdf, path, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=None, title=None,
+               levels=None) -> str:
     """Write the self-contained HTML map of a cluster layer, atomically.
 
     See :func:`html_document` for the parameters. The page works from
@@ -568,7 +589,7 @@ def write_html(gdf, path, metadata: dict, *, basemap=DEFAULT_BASEMAP, attributio
         The path written.
     """
     path = os.fspath(path)
-    page = html_document(gdf, metadata, basemap=basemap, attribution=attribution, title=title)
+    page = html_document(gdf, metadata, basemap=basemap, attribution=attribution, title=title, levels=levels)
 
     def _w(tmp):
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:

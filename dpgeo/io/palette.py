@@ -4,6 +4,12 @@ Clusters are categorised on ``cluster_id``: the sorted distinct ids take the
 colours of :data:`CLUSTER_COLOURS` in turn (cycling after 12), filled
 semi-transparently (:data:`FILL_ALPHA`) and outlined in a darker shade of the
 same hue (:data:`OUTLINE_COLOURS`, what Qt's ``QColor.darker(130)`` gives).
+
+The tree of density levels (spans without a radius) is graduated on its
+``level`` field: :func:`level_classes` puts the distinct levels into at most
+five classes of equal numbers of levels, coloured light to dark in the
+sequential palette (:data:`LEVEL_COLOURS` is :data:`SEQUENTIAL_COLOURS`,
+ColorBrewer's YlOrRd), outlined likewise (:data:`LEVEL_OUTLINE_COLOURS`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ __all__ = [
     "FILL_OPACITY",
     "OUTLINE_WIDTH_MM",
     "STUDY_AREA_COLOUR",
+    "LEVEL_COLOURS",
+    "LEVEL_OUTLINE_COLOURS",
+    "LEVEL_FILL_ALPHA",
+    "LEVEL_FILL_OPACITY",
     "colour_index",
     "hex_to_rgb",
     "HOTSPOT_COLOURS",
@@ -28,6 +38,7 @@ __all__ = [
     "count_classes",
     "band_colour",
     "layer_style",
+    "level_classes",
 ]
 
 #: Qualitative palette (12 well separated hues), cycled over the clusters.
@@ -112,6 +123,17 @@ def _darker(colour: str) -> str:
     h, s, v = colorsys.rgb_to_hsv(r, g, b)
     r, g, b = colorsys.hsv_to_rgb(h, s, v / 1.3)
     return "#%02x%02x%02x" % tuple(int(round(c * 255)) for c in (r, g, b))
+
+
+#: The density levels of spans without a radius are graduated in the sequential palette too, from the floor
+#: (light) to the densest (dark) ...
+LEVEL_COLOURS = SEQUENTIAL_COLOURS
+#: ... outlined in a darker shade (Qt's ``QColor(c).darker(130)``, as :data:`OUTLINE_COLOURS`) ...
+LEVEL_OUTLINE_COLOURS = tuple(_darker(c) for c in SEQUENTIAL_COLOURS)
+#: ... and filled lighter than cells (0–255), as they are drawn nested, one over the other.
+LEVEL_FILL_ALPHA = 128
+#: The same as a fraction.
+LEVEL_FILL_OPACITY = LEVEL_FILL_ALPHA / 255
 
 
 def count_classes(dp_count, n_classes: int = len(SEQUENTIAL_COLOURS)):
@@ -205,3 +227,47 @@ def layer_style(gdf):
     legend = [(i, f"dp_count {a:,}" if a == b else f"dp_count {a:,}–{b:,}") for i, (a, b) in
               enumerate(zip(lower.tolist(), upper.tolist()))][::-1]
     return fills, outlines, idx, legend, "dp_count per cell"
+
+
+def level_classes(level) -> tuple:
+    """Graduated classes of density levels: each value's class and each class's range.
+
+    The distinct values, sorted, are cut into ``min(5, how many there are)``
+    classes of (nearly) equal numbers of distinct values; class ``c`` takes
+    ``LEVEL_COLOURS[c * 5 // n_classes]`` (light to dark, the darkest always
+    used).
+
+    Parameters
+    ----------
+    level : array_like of float
+        One density level per feature (the levels layer's ``level``).
+
+    Returns
+    -------
+    classes : numpy.ndarray of int
+        Index into :data:`LEVEL_COLOURS` of each value.
+    ranges : list of (float, float, int)
+        ``(lowest, highest, colour index)`` of each class, in increasing order.
+
+    Examples
+    --------
+    >>> classes, ranges = level_classes([8, 12, 12, 15, 19, 26, 40, 105])
+    >>> classes.tolist()
+    [0, 0, 0, 1, 2, 2, 3, 4]
+    >>> level_classes([3, 5, 3])[1]
+    [(3.0, 3.0, 0), (5.0, 5.0, 4)]
+    """
+    v = np.asarray(level, dtype=float).ravel()
+    if v.size == 0:
+        return np.zeros(0, dtype=int), []
+    distinct = np.unique(v)
+    k = len(distinct)
+    n_classes = min(len(LEVEL_COLOURS), k)
+    cls_of_distinct = np.arange(k) * n_classes // k  # equal numbers of distinct values per class
+    colour = cls_of_distinct * len(LEVEL_COLOURS) // n_classes
+    colour = np.where(cls_of_distinct == n_classes - 1, len(LEVEL_COLOURS) - 1, colour)
+    ranges = []
+    for c in range(n_classes):
+        members = distinct[cls_of_distinct == c]
+        ranges.append((float(members[0]), float(members[-1]), int(colour[cls_of_distinct == c][0])))
+    return colour[np.searchsorted(distinct, v)].astype(int), ranges

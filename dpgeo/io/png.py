@@ -4,7 +4,9 @@ Same styling as the QGIS style and the HTML map (:mod:`dpgeo.io.palette`):
 clusters categorised on ``cluster_id``, semi-transparent fills with darker
 outlines, ``dp_count`` labels, the dashed study-area outline, a legend, a
 scale bar and the privacy line under the map (red when the release is not
-differentially private). The metadata travels in the file as the PNG text
+differentially private). With the tree of density levels (spans without a
+radius, ``levels=``) the levels are drawn nested in graduated colours and the
+clusters outlined over them. The metadata travels in the file as the PNG text
 chunk ``dpgeo`` (JSON), so :func:`dpgeo.io.read_layer_metadata` reads it back.
 """
 
@@ -71,7 +73,7 @@ def _nice_length(span):
     return max((m * k for m in (1, 2, 5) if m * k <= target), default=k)
 
 
-def _figure(gdf, metadata, crs, width_in, title):
+def _figure(gdf, metadata, crs, width_in, title, levels=None):
     import shapely
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -107,12 +109,23 @@ def _figure(gdf, metadata, crs, width_in, title):
     width_pt = palette.OUTLINE_WIDTH_MM * _PT_PER_MM
     fill_opacity = palette.FILL_OPACITY if style_legend is None else palette.CELL_FILL_OPACITY
     line_pt = width_pt if style_legend is None else palette.CELL_OUTLINE_WIDTH_MM * _PT_PER_MM
+    level_ranges = []
+    if levels is not None and len(levels):  # the tree of levels, nested (shallow first), under the clusters' outlines
+        lv = levels.to_crs(dcrs) if levels.crs is not None else levels
+        cls, level_ranges = palette.level_classes(lv["level"].to_numpy(dtype=float))
+        for k in np.lexsort((lv["level_id"].to_numpy(), lv["depth"].to_numpy())):
+            geom = lv.geometry.values[k]
+            path = None if geom is None or geom.is_empty else _path_of(geom)
+            if path is not None:
+                c = int(cls[k])
+                ax.add_patch(PathPatch(path, edgecolor=palette.LEVEL_OUTLINE_COLOURS[c], lw=0.5 * width_pt,
+                                       facecolor=to_rgba(palette.LEVEL_COLOURS[c], palette.LEVEL_FILL_OPACITY)))
     for geom, i in zip(layer.geometry.values if len(layer) else [], idx):
         path = None if geom is None or geom.is_empty else _path_of(geom)
         if path is None:
             continue
-        ax.add_patch(PathPatch(path, facecolor=to_rgba(fills[i], fill_opacity), edgecolor=outlines[i],
-                               lw=line_pt, joinstyle="miter"))
+        face = "none" if level_ranges else to_rgba(fills[i], fill_opacity)  # over the levels: outlined only
+        ax.add_patch(PathPatch(path, facecolor=face, edgecolor=outlines[i], lw=line_pt, joinstyle="miter"))
     if area is not None:
         for poly in getattr(area, "geoms", [area]):
             if poly.geom_type == "Polygon":
@@ -144,10 +157,19 @@ def _figure(gdf, metadata, crs, width_in, title):
     order = np.argsort(ids, kind="stable") if style_legend is None else np.zeros(0, int)
     handles = [Patch(facecolor=to_rgba(fills[i], fill_opacity), edgecolor=outlines[i], lw=width_pt, label=label)
                for i, label in (style_legend or [])[:MAX_LEGEND_ROWS]]
+    if level_ranges:
+        from .html_levels import _num
+
+        for lo, hi, c in level_ranges:
+            handles.append(Patch(facecolor=to_rgba(palette.LEVEL_COLOURS[c], palette.LEVEL_FILL_OPACITY),
+                                 edgecolor=palette.LEVEL_OUTLINE_COLOURS[c], lw=0.5 * width_pt,
+                                 label=f"density {_num(lo)}" + ("" if lo == hi else f"–{_num(hi)}")))
+        handles.append(Patch(facecolor="none", edgecolor="none", label="the map's clusters, outlined: dp_count"))
     for j in order[:MAX_LEGEND_ROWS]:
         i = int(idx[j])
         c = layer["dp_count"].iloc[j] if "dp_count" in layer else None
-        handles.append(Patch(facecolor=to_rgba(palette.CLUSTER_COLOURS[i], palette.FILL_OPACITY),
+        handles.append(Patch(facecolor="none" if level_ranges else to_rgba(palette.CLUSTER_COLOURS[i],
+                                                                            palette.FILL_OPACITY),
                              edgecolor=palette.OUTLINE_COLOURS[i], lw=width_pt,
                              label=f"cluster {ids[j]}: {c if c is not None else 'n/a'}"))
     more = len(ids) - len(handles) if style_legend is None else 0
@@ -161,6 +183,9 @@ def _figure(gdf, metadata, crs, width_in, title):
     leg_title = "No clusters" if n == 0 else f"{n:,} cluster{'s' if n != 1 else ''}: dp_count"
     if style_legend is not None:
         leg_title = f"{style_title} ({len(layer):,} features)"
+    if level_ranges:
+        leg_title = (f"{len(levels):,} nested levels: density where each separates\n"
+                     "(noisy points in the 3 × 3 cells around a cell)")
     fig.legend(handles=handles, title=leg_title, loc="upper left", fontsize=7.5, title_fontsize=8.5,
                bbox_to_anchor=(0.04 + map_w / width_in, 1 - 0.35 / (map_h + 1.9)), frameon=False,
                alignment="left")
@@ -183,7 +208,7 @@ def _figure(gdf, metadata, crs, width_in, title):
     return fig
 
 
-def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, title=None) -> str:
+def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, title=None, levels=None) -> str:
     """Write a static PNG map of a cluster layer, atomically.
 
     Parameters
@@ -203,6 +228,11 @@ def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, ti
         Figure width in inches (default 10); the height follows the study area.
     title : str, optional
         Heading (default: the mechanism).
+    levels : geopandas.GeoDataFrame, optional
+        The tree of density levels of the same release (spans without a
+        radius): drawn nested, in graduated colours
+        (:func:`dpgeo.io.palette.level_classes`), under the clusters, which
+        are then outlined only.
 
     Returns
     -------
@@ -241,7 +271,7 @@ def write_png(gdf, path, metadata: dict, *, crs=None, dpi=150, width_in=10.0, ti
 
             fig = series_figure(gdf, metadata, crs, float(width_in), title)
         else:
-            fig = _figure(gdf, metadata, crs, float(width_in), title)
+            fig = _figure(gdf, metadata, crs, float(width_in), title, levels)
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight",
                                                    pad_inches=0.15, facecolor="white", metadata=info))
     return path

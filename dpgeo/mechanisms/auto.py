@@ -45,7 +45,7 @@ from .resolution import (
     target_cells,
 )
 
-__all__ = ["AutoSpans", "auto_plan", "auto_spans_cells"]
+__all__ = ["AutoSpans", "auto_plan", "auto_spans_cells", "gamma_all_levels"]
 
 
 @dataclass
@@ -77,9 +77,17 @@ class AutoSpans:
 
 
 @functools.lru_cache(maxsize=256)
-def _gamma_all_levels(q: float, n_cells: int, beta: float) -> int:
-    """Γ: with probability ``1 - β`` every 3×3 sum of the ``n_cells`` cells is within Γ of its true value."""
+def gamma_all_levels(q: float, n_cells: int, beta: float) -> int:
+    """Γ: with probability ``1 - β`` every 3×3 sum of the ``n_cells`` cells is within Γ of its true value.
+
+    Examples
+    --------
+    >>> import math
+    >>> gamma_all_levels(math.exp(-0.95), 38_470, 0.05)
+    26
+    """
     return sum_abs_bound(9, q, beta / n_cells)
+
 
 
 def auto_plan(area, fine_w: float, n_hat: float, *, epsilon_histogram: float, sensitivity: int = 1,
@@ -160,7 +168,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps)
     q = discrete_laplace_q(eps1, sensitivity)
-    gamma = _gamma_all_levels(q, grid.n_cells, beta)
+    gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), "
                            "spread over the study area's area",

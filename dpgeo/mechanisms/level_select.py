@@ -8,13 +8,15 @@ the condensed tree of every cluster, and the growth of the chosen ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..errors import ParameterError
-from .level_tree import BOX_OFFSETS, LevelTree, adjacent_pairs
+from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
-__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "select_clusters"]
+__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
+           "select_clusters"]
 
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
 EXTENTS = ("grown", "core")
@@ -47,7 +49,8 @@ class LevelClusters:
         chosen).
     node_cells : list of numpy.ndarray
         The cells of each condensed-tree entry at the level where it
-        separates (nested: a child's cells are among its parent's).
+        separates (nested: a child's cells are among its parent's), sorted;
+        made on first use (for the levels layer).
     """
 
     tree: LevelTree
@@ -57,8 +60,15 @@ class LevelClusters:
     cluster_level: np.ndarray
     cluster_top: np.ndarray
     nodes: dict = field(default_factory=dict)
-    node_cells: list = field(default_factory=list, repr=False)
+    #: the cells of each entry, or a function that makes them (they are needed for the levels layer only)
+    entries: Any = field(default=None, repr=False)
     n_core_cells: int = 0
+
+    @property
+    def node_cells(self) -> list:
+        if callable(self.entries):
+            self.entries = self.entries()
+        return [] if self.entries is None else self.entries
 
 
 def _by_level(tree: LevelTree, ascending: bool):
@@ -141,7 +151,14 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     mass = np.bincount(tree.cell_node, weights=tree.count.astype(float), minlength=nn + 1)
     wsum = np.bincount(tree.cell_node, weights=w, minlength=nn + 1)
     peak = np.full(nn + 1, -np.inf)
-    np.maximum.at(peak, tree.cell_node, tree.value.astype(float))
+    own = slice(None)
+    if tree.cell_level is not None:
+        # the peak of a node with children is one of theirs (they lie above it); a node without children
+        # has its highest cells where it appears: only those cells count
+        leaf = np.ones(nn, dtype=bool)
+        leaf[tree.node_parent[tree.node_parent >= 0]] = False
+        own = np.flatnonzero(leaf[tree.cell_node] & (tree.cell_level == tree.node_level[tree.cell_node]))
+    np.maximum.at(peak, tree.cell_node[own], tree.value[own].astype(float))
     down, up = _by_level(tree, ascending=False), _by_level(tree, ascending=True)
     for grp in down:  # children appear at higher thresholds than their parents
         np.add.at(mass, parent[grp], mass[grp])
@@ -212,8 +229,12 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     label = member[tree.cell_node] + 1
     core = label > 0
     if extent == "grown" and core.any():
-        pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(tree.grid, tree.cell_id, offsets)
-        label = grow_labels(tree.cell_id.size, pairs, label, steps=grow_steps)
+        g = tree.grid
+        if grow_steps is not None and g.nx * g.ny <= RASTER_MAX_CELLS:
+            label = grow_labels_raster(g, tree.cell_id, label, steps=grow_steps, offsets=offsets)
+        else:
+            pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(g, tree.cell_id, offsets)
+            label = grow_labels(tree.cell_id.size, pairs, label, steps=grow_steps)
     inside = label > 0
     # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
     flat = np.zeros(starts.size, dtype=np.int64)
@@ -222,7 +243,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
              "mass": mass[starts], "selected": flat}
     return LevelClusters(tree, tree.cell_id[inside], label[inside], int(chosen_nodes.size),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
-                         _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
+                         lambda: _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
 
 
 def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> np.ndarray:
@@ -284,6 +305,48 @@ def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> n
     return out
 
 
+def grow_labels_raster(grid, cell_id: np.ndarray, label: np.ndarray, steps: int, offsets=BOX_OFFSETS) -> np.ndarray:
+    """:func:`grow_labels` with ``steps``, on the grid as a raster: the same labels, in O(steps × cells of the
+    grid) without a list of adjacent pairs.
+
+    ``cell_id`` (sorted flat ids) are the cells that may take a label, ``label``
+    theirs (0: none). In each step every unlabelled one of them takes the
+    largest label among its neighbours (``offsets`` and their opposites).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 70, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> grow_labels_raster(g, np.arange(7), np.array([1, 0, 0, 0, 0, 0, 2]), steps=2).tolist()
+    [1, 1, 1, 0, 2, 2, 2]
+    """
+    label = np.asarray(label, dtype=np.int64)
+    if cell_id.size == 0 or not (label > 0).any() or (label > 0).all():
+        return label.copy()
+    offs = {(int(dx), int(dy)) for dx, dy in np.asarray(offsets).tolist()}
+    offs = sorted((offs | {(-dx, -dy) for dx, dy in offs}) - {(0, 0)})
+    r = max(max(abs(dx), abs(dy)) for dx, dy in offs)
+    ny, nx = grid.ny, grid.nx
+    dt = np.int32 if int(label.max()) < (1 << 31) else np.int64
+    lab = np.zeros((ny + 2 * r, nx + 2 * r), dtype=dt)
+    inner = lab[r:r + ny, r:r + nx]  # a view: writing it writes the padded raster
+    free = np.zeros((ny, nx), dtype=bool)
+    iy, ix = np.divmod(np.asarray(cell_id, dtype=np.int64), nx)
+    inner[iy, ix] = label
+    free[iy, ix] = label == 0
+    for _ in range(int(steps)):
+        best = np.zeros((ny, nx), dtype=dt)
+        for dx, dy in offs:
+            np.maximum(best, lab[r + dy:r + dy + ny, r + dx:r + dx + nx], out=best)
+        grow = free & (best > 0)
+        if not grow.any():
+            break
+        inner[grow] = best[grow]
+        free &= ~grow
+    return inner[iy, ix].astype(np.int64)
+
+
 def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -> list:
     """The cells of each condensed-tree entry: its own and those of every entry below it (nested)."""
     n = par.size
@@ -297,7 +360,7 @@ def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -
     out = [None] * n
     for e in range(n):  # children have smaller indices than their parents
         parts = [own[e]] + [out[c] for c in kids[e]]
-        out[e] = np.sort(np.concatenate(parts)) if len(parts) > 1 else own[e]
+        out[e] = np.sort(np.concatenate(parts), kind="stable") if len(parts) > 1 else own[e]  # sorted runs: merged
     return out
 
 

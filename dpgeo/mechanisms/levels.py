@@ -16,9 +16,11 @@ parameters only; no budget is spent here. The steps:
    ``S̃ ≥ t`` fall into connected components (8-neighbour adjacency). As ``t``
    rises a component shrinks and splits; the components over all ``t`` form a
    tree (Hartigan's cluster tree of the released density). It is built by a
-   sweep from the highest threshold down, one ``scipy`` connected-components
-   call per threshold on the components of the threshold above and the cells
-   and edges that appear, so the work is O(cells × thresholds) in numpy.
+   sweep from the highest threshold down: a union-find over the cells, and one
+   ``scipy`` connected-components call per threshold on the cells and edges
+   that appear and the components above that they touch, so each cell and
+   edge is handled once (O(cells + edges) in numpy, a constant number of calls
+   per threshold).
 4. **Which clusters.** A branch of a split counts as a cluster only if it
    holds at least ``min_mass`` noisy points and rises at least
    ``min_prominence`` above the level where it joins its sibling (both in
@@ -179,7 +181,7 @@ def _p_values(sums: np.ndarray, kappa: np.ndarray, q: float) -> np.ndarray:
     return p
 
 
-def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
+def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR, neighbours=None):
     """Universe cells whose neighbourhood holds points, at false-discovery rate ``fdr`` (Benjamini–Hochberg).
 
     Parameters
@@ -190,6 +192,8 @@ def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
         ``(ny, nx)`` 3×3 sums of its counts (:func:`box_sums`).
     fdr : float
         Level ``q`` in (0, 1) of the procedure.
+    neighbours : numpy.ndarray, optional
+        ``(ny, nx)`` number of universe cells around each cell, if already known.
 
     Returns
     -------
@@ -224,13 +228,18 @@ def fdr_cells(hist: NoisyHistogram, sums: np.ndarray, fdr: float = DEFAULT_FDR):
     g = hist.grid
     uni = hist.cell_id if hist.kind == "dense" else g.universe_ids()
     s = sums.ravel()[uni]
-    kappa = _neighbours_in_universe(g).ravel()[uni]
+    kappa = (_neighbours_in_universe(g) if neighbours is None else neighbours).ravel()[uni]
     # p-values take one value per (κ, sum): sort those distinct values, not the m cells
-    key = (kappa.astype(np.int64) << 40) + (s - s.min())
-    ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
-    first = np.zeros(ukey.size, dtype=np.int64)
-    first[inv] = np.arange(inv.size)
-    pu = _p_values(s[first], kappa[first], hist.q)
+    span = int(s.max() - s.min()) + 1
+    key = kappa.astype(np.int64) * span + (s - s.min())  # ordered as (κ, sum)
+    if key.max() < 4 * key.size + 1024:  # a table of the keys' presence instead of a sort
+        tally = np.bincount(key)
+        ukey = np.flatnonzero(tally)
+        inv = (np.cumsum(tally > 0) - 1)[key]
+        cnt = tally[ukey]
+    else:
+        ukey, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+    pu = _p_values(ukey % span + s.min(), ukey // span, hist.q)
     m = s.size
     order = np.argsort(pu, kind="stable")
     rank = np.cumsum(cnt[order])  # cells with a p-value <= pu[order[i]] (ties counted fully)
@@ -314,13 +323,15 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         min_mass = max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
     if min_prominence is None:
         min_prominence = MIN_PROMINENCE_SD * sd
-    cells, p_cut = fdr_cells(hist, sums, fdr)
+    around = _neighbours_in_universe(hist.grid)
+    cells, p_cut = fdr_cells(hist, sums, fdr, around)
     value = sums.ravel()[cells]
     # the floor: the lowest kept sum of the cells whose whole neighbourhood is in the universe (cells on the
     # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born)
-    full = _neighbours_in_universe(hist.grid).ravel()[cells] == BOX_OFFSETS.shape[0]
+    full = around.ravel()[cells] == BOX_OFFSETS.shape[0]
     floor = float(value[full].min()) if full.any() else (float(value.min()) if value.size else None)
-    tree = build_level_tree(hist.grid, cells, value, hist.lookup(cells), max_thresholds=max_thresholds)
+    counts = hist.to_dense().ravel()[cells]  # the released counts of the kept cells (universe cells)
+    tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps)

@@ -198,5 +198,8 @@ def coarsen_counts(fine: Grid, cell_id: np.ndarray, count: np.ndarray, coarse: G
     ok = (cx < coarse.nx) & (cy < coarse.ny)
     cid = cy[ok] * coarse.nx + cx[ok]
     cnt = np.asarray(count, dtype=np.int64)[ok]
-    keep = coarse.in_universe(cid)
+    if coarse.nx * coarse.ny <= 1 << 26:  # the universe as a raster: one gather
+        keep = coarse.universe_mask().ravel()[cid]
+    else:
+        keep = coarse.in_universe(cid)
     return sum_by_id(cid[keep], cnt[keep], coarse.nx * coarse.ny)

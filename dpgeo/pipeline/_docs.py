@@ -280,10 +280,13 @@ def parameters_markdown(mechanisms) -> str:
                 "|---|---|---|---|---|---|---|---|---|"]
         for p in m.params:
             typ = "one of " + ", ".join(f"`{c}`" for c in p.choices) if p.kind == "choice" else p.kind
-            where = ", ".join(f for f in ("api", "cli", "qgis", "service") if f in p.fronts)
+            fronts = p.fronts - ({"qgis"} if p.layer_style and m.reads is None else set())  # a preview writes no layer
+            if p.layer_style and "qgis" in fronts:
+                typ += " (QGIS: an optional output layer)"
+            where = ", ".join(f for f in ("api", "cli", "qgis", "service") if f in fronts)
             out.append(
-                f"| `{p.name}` | {f'`{p.cli_flag}`' if 'cli' in p.fronts else '—'} | "
-                f"{f'`{p.qgis}`' if 'qgis' in p.fronts else '—'} | {typ} | {_md(p.unit) or '—'} | "
+                f"| `{p.name}` | {f'`{p.cli_flag}`' if 'cli' in fronts else '—'} | "
+                f"{f'`{p.qgis}`' if 'qgis' in fronts else '—'} | {typ} | {_md(p.unit) or '—'} | "
                 f"{_md(p.range_text()) or '—'} | {_md(p.default_text())}{' (advanced)' if p.advanced else ''} | "
                 f"{where} | {_md(p.help)} |")
         out.append("")

@@ -19,7 +19,7 @@ import numpy as np
 from ..declare import Outcome
 from ..errors import ParameterError
 from ..grid import Grid
-from ..mechanisms.auto import auto_plan, auto_spans_cells
+from ..mechanisms.auto import auto_plan, auto_spans_cells, gamma_all_levels
 from ..mechanisms.dbscan import SpanCells
 from ..mechanisms.levels import (
     DEFAULT_FDR,
@@ -35,6 +35,7 @@ from ..mechanisms.resolution import (
     MAX_FINE_CELLS,
     TOTAL_SHARE,
     auto_budget,
+    coarse_grid,
     fine_width,
 )
 from ..noise import discrete_laplace_q, noise_rate, sum_abs_bound
@@ -143,7 +144,7 @@ def auto_run(counts, p, c, setup, rng, progress) -> Outcome:
     md["noise"] = "discrete Laplace (two-sided geometric)"
     md["noise_q"] = hist.q
     md["n_clusters"] = cl.n_clusters
-    md["n_levels"] = len(cl.node_cells)
+    md["n_levels"] = len(cl.nodes["node"])  # one level per entry of the condensed tree
     md["n_span_cells"] = int(cl.cell_id.size)
     md["n_core_cells"] = cl.n_core_cells
     md["floor_guarantee"] = (f"among the cells a cluster may cover, the expected share whose 3x3 neighbourhood holds "
@@ -197,11 +198,14 @@ def auto_preview(area, p, c) -> dict:
     """What an ``auto`` run would do for this ε and study area, from public inputs alone (spends nothing).
 
     For each number of points in ``p["n_points"]`` (default ``10**3 ... 10**7``;
-    the run uses its noisy total): the ``cell_width_m`` and ``n_cells``, the
+    the run uses its noisy total): the ``cell_width_m`` and ``n_cells`` (the
+    cells of the grid it would release, as the run counts them), the
     ``smallest_cluster_points`` (the fewest points a cluster can hold and still
-    be shown, concentrated in one cell) and ``floor_level_range`` (the lowest
+    be shown, concentrated in one cell), ``floor_level_range`` (the lowest
     level shown lies in this range of noisy points per 3x3 cells: the floor of
-    a map with points everywhere, and of one with a single place of points).
+    a map with points everywhere, and of one with a single place of points)
+    and ``gamma_all_levels`` (Γ: with probability ``1 - beta`` every level is
+    within Γ of its true value, as the run's metadata states it).
 
     Examples
     --------
@@ -218,16 +222,20 @@ def auto_preview(area, p, c) -> dict:
     sd = sum_noise_sd(q)
     n_points = p.get("n_points")
     n_points = [10 ** k for k in range(3, 8)] if n_points is None else [int(n_points)]
-    rows = []
+    beta = p.get("beta", 0.05)
+    rows, cells_of = [], {}
     for n in n_points:
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
-        m = max(1, round(area.polygon.area / width ** 2))
+        if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
+            cells_of[k] = coarse_grid(area, w0, k).n_cells
+        m = cells_of[k]
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: points everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
-                     "floor_level_range": [int(z_many) + 1, int(z_one) + 1]})
+                     "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
+                     "gamma_all_levels": int(gamma_all_levels(q, m, beta))})
     return {
         "auto": True,
         "epsilon": p["epsilon"],

@@ -93,10 +93,11 @@ SPANS_PARAMS = (
           "point at all (Benjamini–Hochberg over every cell). Default 0.1.",
           default=None, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True, advanced=True,
           label="fdr (false-discovery rate of the floor)"),
-    Param("levels", "flag", "Write the tree of levels (auto)",
+    Param("levels", "flag", "Tree of density levels (auto)",
           "Without a radius: also write the tree of clusters over every density level — the GeoPackage layer "
-          "<name>_levels, or <name>_levels.geojson beside a GeoJSON file (the same release).",
-          default=False, fronts=frozenset({"api", "cli"})),
+          "<name>_levels, or <name>_levels.geojson beside a GeoJSON file (the same release); in QGIS a second, "
+          "optional output layer (it may go into the same GeoPackage).",
+          default=False, fronts=frozenset({"api", "cli", "qgis"}), qgis_name="OUTPUT_LEVELS", layer_style="levels"),
     Param("max_dense_cells", "integer", "Largest dense histogram",
           "histogram='auto' takes the dense histogram up to this many cells.",
           default=DEFAULT_MAX_DENSE_CELLS, minimum=1, fronts=frozenset({"api"})),

@@ -83,6 +83,7 @@ class DeclaredAlgorithm(DeclaredBase):
             QgsProcessingParameterNumber.Integer, defaultValue=1, minValue=1)))
         self.add_seed()
         self.add_output()
+        self.add_declared_outputs()
 
     def processAlgorithm(self, parameters, context, feedback):  # noqa: N802 (QGIS API)
         dpgeo = self.load_dpgeo(feedback)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from qgis.core import QgsProcessingAlgorithm, QgsProcessingException
 
-from .declared import qgis_parameter
+from .declared import is_layer_output, qgis_parameter
 from .deps import DpgeoImportError, import_dpgeo
 from .ledger import LedgerMixin
 from .parameters import ParametersMixin, exact, tr
@@ -152,7 +152,14 @@ class DeclaredBase(DpgeoAlgorithmBase):
         return tr(self.mechanism.summary)
 
     def add_declared(self, advanced: bool):
-        """The declared parameters offered in QGIS, the main ones or the advanced ones."""
+        """The declared parameters offered in QGIS, the main ones or the advanced ones (not the output layers)."""
         for p in self.mechanism.offered("qgis"):
-            if p.advanced == advanced:
+            if p.advanced == advanced and not is_layer_output(p):
+                self.addParameter(qgis_parameter(p))
+
+    def add_declared_outputs(self):
+        """The second layers of a release the user may ask for (declared flags with a ``layer_style``), as
+        optional output layers."""
+        for p in self.mechanism.offered("qgis"):
+            if is_layer_output(p):
                 self.addParameter(qgis_parameter(p))

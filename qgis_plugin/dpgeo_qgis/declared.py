@@ -12,11 +12,13 @@ from __future__ import annotations
 import html
 
 from qgis.core import (
+    QgsProcessing,
     QgsProcessingException,
     QgsProcessingParameterBoolean,
     QgsProcessingParameterDefinition,
     QgsProcessingParameterDistance,
     QgsProcessingParameterEnum,
+    QgsProcessingParameterFeatureSink,
     QgsProcessingParameterNumber,
     QgsProcessingParameterString,
     QgsUnitTypes,
@@ -24,7 +26,8 @@ from qgis.core import (
 
 from .parameters import is_set, tr
 
-__all__ = ["qgis_parameter", "parameter_value", "param_values", "help_html", "label", "advanced", "library_call"]
+__all__ = ["qgis_parameter", "parameter_value", "param_values", "help_html", "label", "advanced", "library_call",
+           "is_layer_output"]
 
 #: How far inside an open end of a range the dialog's bound is put (QGIS bounds are closed).
 _OPEN = 1e-6
@@ -45,8 +48,20 @@ def _bounds(p):
     return lo, hi
 
 
+def is_layer_output(p) -> bool:
+    """Whether declared parameter ``p`` asks for a second layer of the release (an optional output in QGIS)."""
+    return p.kind == "flag" and bool(getattr(p, "layer_style", None))
+
+
 def qgis_parameter(p) -> QgsProcessingParameterDefinition:
-    """The QGIS parameter of declared parameter ``p``."""
+    """The QGIS parameter of declared parameter ``p`` (a flag that asks for a second layer: an optional output
+    layer, skipped unless the user names one)."""
+    if is_layer_output(p):
+        q = QgsProcessingParameterFeatureSink(p.qgis, tr(p.title), QgsProcessing.TypeVectorPolygon, optional=True,
+                                              createByDefault=False)
+        if hasattr(q, "setHelp"):
+            q.setHelp(tr(p.help))
+        return q
     optional = not p.required and p.default is None
     # a required parameter shows its suggested starting value (the dialog is valid as it opens)
     default = p.suggested if p.required or p.default is None else p.default
@@ -82,6 +97,8 @@ def qgis_parameter(p) -> QgsProcessingParameterDefinition:
 def parameter_value(alg, p, parameters, context):
     """The library value of declared parameter ``p`` from the dialog (``None`` when an optional one is unset)."""
     given = is_set(parameters.get(p.qgis))
+    if is_layer_output(p):  # asked for when its output is not skipped
+        return True if given and alg.parameterAsOutputLayer(parameters, p.qgis, context) else None
     if not given and (p.required or p.default is None):
         return None
     if p.kind == "choice":
@@ -105,10 +122,13 @@ def param_values(alg, mech, parameters, context) -> dict:
     return {name: v for name, v in values.items() if v is not None}  # unset: the library's own rule
 
 
-def help_html(mech, notes="") -> str:
-    """The algorithm's help: the mechanism's description, then one paragraph per parameter."""
+def help_html(mech, notes="", layers=True) -> str:
+    """The algorithm's help: the mechanism's description, then one paragraph per parameter (``layers``: with
+    the optional output layers)."""
     parts = [f"<p>{html.escape(tr(mech.description))}</p>"]
     for p in mech.offered("qgis"):
+        if is_layer_output(p) and not layers:
+            continue
         default = "" if p.required else f" <i>({html.escape(tr('default'))}: {html.escape(p.default_text())})</i>"
         parts.append(f"<p><b>{html.escape(label(p))}</b>: {html.escape(tr(p.help))}{default}</p>")
     return "".join(parts) + notes

@@ -8,6 +8,9 @@
   palette, low to high).
 * ``hotspots``: the classic seven-class hot-spot palette on ``gi_bin`` (red hot
   spots, blue cold spots at 99/95/90%, a pale grey for not significant).
+* ``levels`` (the tree of density levels of spans without a radius): graduated
+  on ``level`` in the sequential palette, light to dark, the nested polygons
+  drawn from the shallowest (``depth``) up.
 
 The colours, classes, fill opacity and outline width are the library's
 (:mod:`dpgeo.io.palette`), so a layer looks the same in QGIS as on the HTML
@@ -32,8 +35,8 @@ from qgis.PyQt.QtGui import QColor, QFont
 
 from .deps import import_dpgeo
 
-__all__ = ["style_cluster_layer", "style_heat_layer", "style_hotspot_layer", "style_layer", "STYLES", "palette",
-           "set_series_time"]
+__all__ = ["style_cluster_layer", "style_heat_layer", "style_hotspot_layer", "style_levels_layer", "style_layer",
+           "STYLES", "palette", "set_series_time"]
 
 
 def palette():
@@ -96,6 +99,17 @@ def style_cluster_layer(layer) -> bool:
     return True
 
 
+def _level_symbol(pal, i: int) -> QgsFillSymbol:
+    c = QColor(pal.LEVEL_COLOURS[i])
+    o = QColor(pal.LEVEL_OUTLINE_COLOURS[i])
+    return QgsFillSymbol.createSimple({
+        "color": f"{c.red()},{c.green()},{c.blue()},{pal.LEVEL_FILL_ALPHA}",
+        "outline_color": f"{o.red()},{o.green()},{o.blue()},255",
+        "outline_width": f"{pal.OUTLINE_WIDTH_MM * 0.75:g}",
+        "outline_width_unit": "MM",
+    })
+
+
 def _cell_symbol(pal, fill: str) -> QgsFillSymbol:
     c = QColor(fill)
     o = QColor(fill).darker(130)  # as the library's outlines (palette._darker)
@@ -105,6 +119,33 @@ def _cell_symbol(pal, fill: str) -> QgsFillSymbol:
         "outline_width": f"{pal.CELL_OUTLINE_WIDTH_MM:g}",
         "outline_width_unit": "MM",
     })
+
+
+def style_levels_layer(layer) -> bool:
+    """Graduate ``layer`` (the tree of density levels) on ``level``, and draw the shallowest levels first.
+
+    The classes are the library's (:func:`dpgeo.io.palette.level_classes`: at most five classes of equal
+    numbers of distinct levels), as on the HTML map and the PNG. Returns ``False`` (and leaves the layer
+    alone) when it has no ``level`` field.
+    """
+    fields = layer.fields()
+    idx = fields.indexOf("level")
+    if idx < 0:
+        return False
+    pal = palette()
+    values = sorted(float(v) for v in layer.uniqueValues(idx) if v is not None)
+    _, classes = pal.level_classes(values) if values else (None, [])
+    ranges = [QgsRendererRange(lo, hi, _level_symbol(pal, c), f"{lo:g}" if lo == hi else f"{lo:g} – {hi:g}")
+              for lo, hi, c in classes]
+    renderer = QgsGraduatedSymbolRenderer("level", ranges)
+    renderer.setSourceSymbol(_level_symbol(pal, 0))
+    if fields.indexOf("depth") >= 0:  # nested polygons: the deeper (denser) drawn over the shallower
+        renderer.setOrderBy(QgsFeatureRequest.OrderBy([QgsFeatureRequest.OrderByClause("depth", True)]))
+        renderer.setOrderByEnabled(True)
+    layer.setRenderer(renderer)
+    layer.setLabelsEnabled(False)
+    layer.triggerRepaint()
+    return True
 
 
 def _values(layer, field: str) -> list:
@@ -158,8 +199,9 @@ def style_hotspot_layer(layer) -> bool:
     return True
 
 
-#: The styles a mechanism's declaration may name (``Mechanism.style``), by name.
-STYLES = {"clusters": style_cluster_layer, "heat": style_heat_layer, "hotspots": style_hotspot_layer}
+#: The styles a mechanism's declaration may name (``Mechanism.style``, ``Param.layer_style``), by name.
+STYLES = {"clusters": style_cluster_layer, "heat": style_heat_layer, "hotspots": style_hotspot_layer,
+          "levels": style_levels_layer}
 
 
 def set_series_time(layer) -> bool:

@@ -262,10 +262,8 @@ class WritingMixin:
             raise QgsProcessingException(self.tr("{}; nothing was read or written.").format(exc)) from None
 
     def write_result(self, result, parameters, context, feedback):
-        """Turn ``result.layer`` into sink features, log the summary, prepare the metadata."""
-        import numpy as np
-        import shapely
-
+        """Turn ``result.layer`` (and the second layers asked for) into sink features, log the summary, prepare
+        the metadata."""
         gdf = result.layer
         metadata = dict(result.metadata)
         src_crs = qgis_crs_from_pyproj(gdf.crs)
@@ -278,42 +276,22 @@ class WritingMixin:
             metadata["output_crs"] = out_crs.authid() or out_crs.description()
         summary = _summary(result, metadata)
 
-        columns = [c for c in gdf.columns if c != gdf.geometry.name]
-        fields = QgsFields()
-        for c in columns:
-            ftype = _KNOWN_FIELDS.get(c)
-            if ftype is None and str(gdf[c].dtype).startswith("datetime64"):  # a series' period_start, period_end
-                ftype = QVariant.DateTime
-            if ftype is None:
-                kind = np.asarray(gdf[c]).dtype.kind
-                ftype = {"i": QVariant.LongLong, "u": QVariant.LongLong, "f": QVariant.Double,
-                         "b": QVariant.Bool}.get(kind, QVariant.String)
-            fields.append(QgsField(c, ftype))
-
-        sink, dest_id = self.parameterAsSink(parameters, self.OUTPUT, context, fields,
-                                             QgsWkbTypes.MultiPolygon, out_crs)
-        if sink is None:
-            raise QgsProcessingException(self.invalidSinkError(parameters, self.OUTPUT))
-
         transform = None
         if out_crs != src_crs:
             transform = QgsCoordinateTransform(src_crs, out_crs, context.transformContext())
-        wkbs = shapely.to_wkb(np.asarray(gdf.geometry.values, dtype=object)) if len(gdf) else []
-        rows = gdf[columns].astype(object).where(gdf[columns].notna(), None).values.tolist() if len(gdf) else []
-        features = []
-        for wkb, row in zip(wkbs, rows):  # noqa: B905 (same length; Python 3.9 in some QGIS 3.22)
-            geom = QgsGeometry()
-            geom.fromWkb(bytes(wkb))
-            if transform is not None:
-                geom.transform(transform)
-            geom.convertToMultiType()
-            f = QgsFeature(fields)
-            f.setGeometry(geom)
-            f.setAttributes([_plain(v) for v in row])
-            features.append(f)
-        if not sink.addFeatures(features, QgsFeatureSink.FastInsert):
-            raise QgsProcessingException(self.tr("Could not write the cluster polygons: {}").format(
-                sink.lastError() if hasattr(sink, "lastError") else ""))
+        dest_id = self._write_sink(gdf, self.OUTPUT, parameters, context, out_crs, transform,
+                                   self.tr("Could not write the cluster polygons: {}"))
+        # the second layers the user asked for (e.g. the tree of density levels): optional outputs of their own
+        self._extra_layers = []
+        for p in self._layer_outputs(parameters):
+            layer = getattr(result, p.name, None)
+            if layer is None:
+                continue
+            if qgis_crs_from_pyproj(layer.crs) != src_crs:  # pragma: no cover (the library writes both alike)
+                layer = layer.to_crs(gdf.crs)
+            extra_id = self._write_sink(layer, p.qgis, parameters, context, out_crs, transform,
+                                        self.tr("Could not write the layer {}: {{}}").format(p.title))
+            self._extra_layers.append((p, extra_id, len(layer)))
         feedback.setProgress(100.0)
 
         private = bool(metadata.get("differentially_private"))
@@ -346,45 +324,99 @@ class WritingMixin:
             self.N_CLUSTERS: len(gdf),
             self.METADATA_JSON: metadata_json,
         }
+        for p, extra_id, n in self._extra_layers:
+            self._results[p.qgis] = extra_id
+            feedback.pushInfo(self.tr("{}: {} features (the same release: no further privacy cost).").format(
+                p.title, n))
         return dict(self._results)
+
+    def _layer_outputs(self, parameters):
+        """The declared second layers of this algorithm's mechanism whose outputs were asked for."""
+        from .declared import is_layer_output
+
+        mech = getattr(self, "mechanism", None)
+        if mech is None:
+            return []
+        return [p for p in mech.offered("qgis") if is_layer_output(p) and is_set(parameters.get(p.qgis))]
+
+    def _write_sink(self, gdf, name, parameters, context, out_crs, transform, error):
+        """``gdf`` (the library's layer) into the Processing sink ``name``; returns its destination id."""
+        import numpy as np
+        import shapely
+
+        columns = [c for c in gdf.columns if c != gdf.geometry.name]
+        fields = QgsFields()
+        for c in columns:
+            fields.append(QgsField(c, _field_type(gdf[c])))
+
+        sink, dest_id = self.parameterAsSink(parameters, name, context, fields, QgsWkbTypes.MultiPolygon, out_crs)
+        if sink is None:
+            raise QgsProcessingException(self.invalidSinkError(parameters, name))
+        wkbs = shapely.to_wkb(np.asarray(gdf.geometry.values, dtype=object)) if len(gdf) else []
+        rows = gdf[columns].astype(object).where(gdf[columns].notna(), None).values.tolist() if len(gdf) else []
+        features = []
+        for wkb, row in zip(wkbs, rows):  # noqa: B905 (same length; Python 3.9 in some QGIS 3.22)
+            geom = QgsGeometry()
+            geom.fromWkb(bytes(wkb))
+            if transform is not None:
+                geom.transform(transform)
+            geom.convertToMultiType()
+            f = QgsFeature(fields)
+            f.setGeometry(geom)
+            f.setAttributes([_plain(v) for v in row])
+            features.append(f)
+        if not sink.addFeatures(features, QgsFeatureSink.FastInsert):
+            raise QgsProcessingException(error.format(sink.lastError() if hasattr(sink, "lastError") else ""))
+        return dest_id
 
     def layer_style(self) -> str:
         """The style of the output layer: the mechanism's declared one."""
         mech = getattr(self, "mechanism", None)
         return getattr(mech, "style", "clusters")
 
-    def layer_title(self):
+    def layer_title(self, name=None):
         private = bool((self._metadata or {}).get("differentially_private"))
         eps = (self._metadata or {}).get("epsilon")
         tail = "differentially private" if private else "NOT private"
-        return f"{self.result_title} (ε={eps}, {tail})" if eps is not None else f"{self.result_title} ({tail})"
+        name = name or self.result_title
+        return f"{name} (ε={eps}, {tail})" if eps is not None else f"{name} ({tail})"
 
     def postProcessAlgorithm(self, context, feedback):  # noqa: N802 (QGIS API)
         if not self._dest_id or self._metadata is None:
             return dict(self._results)
-        title = self.layer_title()
-        layer = QgsProcessingUtils.mapLayerFromString(self._dest_id, context)
-        if layer is not None:
-            apply_metadata(layer, self._metadata, self._summary, title)
-            style_layer(layer, self.layer_style())
-            _persist(layer, feedback)
-            try:
-                written = write_file_metadata(layer, self._metadata)
-            except Exception as exc:  # e.g. a read-only file
-                written = None
-                feedback.pushWarning(self.tr("Could not store the dpgeo metadata for 'dpgeo info' in the output "
-                                             "file ({}); it is in the layer metadata and the log.").format(exc))
-            out = written or destination_file(self._dest_id)  # any file output is recorded with the release
-            self.record_outputs(self._metadata, [out] if out and os.path.isfile(out) else [], feedback)
-        if context.willLoadLayerOnCompletion(self._dest_id):
-            pp = _MetadataPostProcessor(self._metadata, self._summary, title, self.layer_style())
-            # The processing context deletes its post-processors: hand ownership to C++ (so that Python
-            # never deletes it a second time) and keep the Python object alive until then.
-            sip.transferto(pp, None)
-            _POST_PROCESSORS.append(pp)
-            details = context.layerToLoadOnCompletionDetails(self._dest_id)
-            details.setPostProcessor(pp)
-            details.name = title  # e.g. "DP-DBSCAN cluster spans (ε=1.0, differentially private)"
+        layers = [(self._dest_id, self._metadata, self.layer_title(), self.layer_style())]
+        for p, extra_id, _ in getattr(self, "_extra_layers", []):
+            # a second layer of the same release: its metadata, marked with the layer it is
+            layers.append((extra_id, dict(self._metadata, layer=p.name), self.layer_title(tr(p.title)),
+                           p.layer_style))
+        written_files = []
+        for dest_id, metadata, title, style in layers:
+            layer = QgsProcessingUtils.mapLayerFromString(dest_id, context)
+            if layer is not None:
+                apply_metadata(layer, metadata, self._summary, title)
+                style_layer(layer, style)
+                _persist(layer, feedback)
+                try:
+                    written = write_file_metadata(layer, metadata)
+                except Exception as exc:  # e.g. a read-only file
+                    written = None
+                    feedback.pushWarning(self.tr("Could not store the dpgeo metadata for 'dpgeo info' in the "
+                                                 "output file ({}); it is in the layer metadata and the log.")
+                                         .format(exc))
+                out = written or destination_file(dest_id)  # any file output is recorded with the release
+                if out and os.path.isfile(out) and out not in written_files:
+                    written_files.append(out)
+            if context.willLoadLayerOnCompletion(dest_id):
+                pp = _MetadataPostProcessor(metadata, self._summary, title, style)
+                # The processing context deletes its post-processors: hand ownership to C++ (so that Python
+                # never deletes it a second time) and keep the Python object alive until then.
+                sip.transferto(pp, None)
+                _POST_PROCESSORS.append(pp)
+                details = context.layerToLoadOnCompletionDetails(dest_id)
+                details.setPostProcessor(pp)
+                details.name = title  # e.g. "DP-DBSCAN cluster spans (ε=1.0, differentially private)"
+        if layers and QgsProcessingUtils.mapLayerFromString(self._dest_id, context) is not None:
+            self.record_outputs(self._metadata, written_files, feedback)
         return dict(self._results)
 
 
@@ -397,6 +429,27 @@ def _summary(result, metadata):
     except ImportError:  # pragma: no cover (an older dpgeo)
         return result.summary()
     return format_metadata(metadata)
+
+
+def _field_type(column):
+    """The QGIS type of a column of the library's layer (nullable integers stay integers)."""
+    import numpy as np
+    import pandas as pd
+
+    known = _KNOWN_FIELDS.get(column.name)
+    if known is not None:
+        return known
+    if str(column.dtype).startswith("datetime64"):  # a series' period_start, period_end
+        return QVariant.DateTime
+    if pd.api.types.is_bool_dtype(column.dtype):
+        return QVariant.Bool
+    if pd.api.types.is_integer_dtype(column.dtype):  # also pandas' Int64 with missing values (parent_id)
+        return QVariant.LongLong
+    if pd.api.types.is_float_dtype(column.dtype):
+        return QVariant.Double
+    kind = np.asarray(column).dtype.kind
+    return {"i": QVariant.LongLong, "u": QVariant.LongLong, "f": QVariant.Double, "b": QVariant.Bool}.get(
+        kind, QVariant.String)
 
 
 def _plain(v):
