@@ -42,9 +42,6 @@ from scipy.sparse.csgraph import connected_components
 __all__ = ["RASTER_MAX_CELLS", "nested_cell_polygons", "subtree_sums"]
 
 # directions of a boundary segment (the region on its left): 0 east, 1 north, 2 west, 3 south
-# the cell on the left of a segment that starts at corner (x, y), as an offset of that corner
-_LEFT_DX = np.array([0, -1, -1, 0], dtype=np.int64)
-_LEFT_DY = np.array([0, 0, -1, -1], dtype=np.int64)
 
 
 def subtree_sums(values, entry, parent, n) -> np.ndarray:
@@ -162,9 +159,10 @@ def _argsort_keys(keys) -> np.ndarray:
     return np.argsort(packed, kind="stable")
 
 
-def _segments(node, d, sx, sy):
+def _segments(node, d, sx, sy, bits):
     """Collinear unit edges of one entry and direction, end to end on one grid line, as one segment:
-    ``(entry, direction, start x, start y, end x, end y)``."""
+    ``(entry, direction, start x, start y, end x, end y)``; and the vertical unit edges, sorted by entry,
+    row and column: ``(key, segment)`` (see :func:`_row_key`)."""
     horizontal = (d % 2) == 0
     line = np.where(horizontal, sy, sx)
     # the lower end of a unit edge along its line
@@ -175,13 +173,30 @@ def _segments(node, d, sx, sy):
     brk[1:] = (node[1:] != node[:-1]) | (d[1:] != d[:-1]) | (line[1:] != line[:-1]) | (lo[1:] != lo[:-1] + 1)
     first = np.flatnonzero(brk)
     last = np.r_[first[1:], node.size] - 1
+    vertical = np.flatnonzero(d % 2 == 1)
+    vkey = _row_key(node[vertical], lo[vertical], line[vertical], bits)
+    vseg = np.cumsum(brk)[vertical] - 1
+    by_row = np.argsort(vkey, kind="stable")
+    vkey, vseg = vkey[by_row], vseg[by_row]
     node, d, line = node[first], d[first], line[first]
     pmin, pmax = lo[first], lo[last] + 1
     forward = (d == 0) | (d == 1)
     p0, p1 = np.where(forward, pmin, pmax), np.where(forward, pmax, pmin)
     horizontal = (d % 2) == 0
     return (node, d, np.where(horizontal, p0, line), np.where(horizontal, line, p0),
-            np.where(horizontal, p1, line), np.where(horizontal, line, p1))
+            np.where(horizontal, p1, line), np.where(horizontal, line, p1)), (vkey, vseg)
+
+
+def _row_key(node, y, x, bits):
+    """One int64 key per (entry, row, column), in that order; ``bits`` of a column and of a row."""
+    return (node << (2 * bits)) | (y << bits) | x
+
+
+def _key_bits(n, nx, ny):
+    """Bits of a corner's column or row in a packed key, or None if the keys of ``n`` entries on an ``nx``
+    by ``ny`` grid would not fit in an int64."""
+    bits = (max(nx, ny) + 2).bit_length()
+    return bits if (n + 1).bit_length() + 2 * bits + 2 <= 63 else None
 
 
 def _cycles(succ: np.ndarray) -> np.ndarray:
@@ -253,33 +268,31 @@ def _ragged_take(offsets, rings):
     return starts + np.arange(int(lens.sum())), lens
 
 
-def _assign_holes(holes, shells, ring_node, xs, ys, offsets, hx, hy, area2):
-    """For each hole ring, the smallest shell ring of its entry that contains the point ``(hx, hy)`` (a cell
-    centre on the hole's inner side)."""
-    owner = np.full(holes.size, -1, dtype=np.int64)
-    n_shells = np.bincount(ring_node[shells], minlength=int(ring_node.max()) + 1)
-    only = n_shells[ring_node[holes]] == 1
-    if only.any():  # an entry with one shell: it holds every hole of the entry
-        lone = np.full(n_shells.size, -1, dtype=np.int64)
-        one = shells[n_shells[ring_node[shells]] == 1]
-        lone[ring_node[one]] = one
-        owner[only] = lone[ring_node[holes[only]]]
-    ask = np.flatnonzero(~only)
-    if ask.size:
-        cand = shells[np.isin(ring_node[shells], np.unique(ring_node[holes[ask]]))]
-        take, lens = _ragged_take(offsets, cand)
-        ring_off = np.r_[0, np.cumsum(lens)]
-        polys = shapely.from_ragged_array(shapely.GeometryType.POLYGON, np.column_stack([xs[take], ys[take]]),
-                                          (ring_off, np.arange(cand.size + 1)))
-        pts = shapely.points(hx[ask], hy[ask])
-        si, pj = shapely.STRtree(pts).query(polys, predicate="contains")
-        ok = ring_node[cand[si]] == ring_node[holes[ask[pj]]]
-        si, pj = si[ok], pj[ok]
-        best = np.lexsort((area2[cand[si]], pj))
-        si, pj = si[best], pj[best]
-        firsts = np.r_[True, pj[1:] != pj[:-1]]
-        owner[ask[pj[firsts]]] = cand[si[firsts]]
-    return owner
+def _assign_holes(holes, is_shell, ring_of_seg, node, d, sx, sy, ey, offsets, vkey, vseg, bits):
+    """For each hole ring, the shell of the polygon it is a hole of.
+
+    From a hole's westmost vertical edge (the region lies west of it), the
+    first boundary edge of the same entry further west in that row bounds the
+    same part of the region (the cells in between are in it): it is that
+    part's shell, or another of its holes, whose westmost edge lies further
+    west still. Following these links ends at the shell.
+    """
+    vert = d % 2 == 1
+    x = np.where(vert, sx, np.iinfo(np.int64).max)
+    xmin = np.minimum.reduceat(x, offsets[:-1])
+    ring = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+    at = np.flatnonzero(vert & (sx == xmin[ring]))
+    at = at[np.r_[True, ring[at][1:] != ring[at][:-1]]]  # one westmost vertical segment per ring
+    at = at[~is_shell[ring[at]]]
+    h = ring[at]
+    j = np.searchsorted(vkey, _row_key(node[at], np.minimum(sy[at], ey[at]), sx[at], bits)) - 1
+    link = np.arange(offsets.size - 1)
+    link[h] = ring_of_seg[vseg[j]]
+    while True:  # pointer jumping to the shells
+        nxt = link[link]
+        if np.array_equal(nxt, link):
+            return link[holes]
+        link = nxt
 
 
 def nested_cell_polygons(grid, cell_id, entry, parent):
@@ -325,15 +338,20 @@ def nested_cell_polygons(grid, cell_id, entry, parent):
         by = np.argsort(cell_id, kind="stable")
         cell_id, entry = cell_id[by], entry[by]
     nx, ny = int(grid.nx), int(grid.ny)
+    bits = _key_bits(n, nx, ny)
+    if bits is None:  # pragma: no cover - some 2**20 entries on a grid of 2**20 cells a side
+        return _per_entry(grid, cell_id, entry, parent)
     edges = _unit_edges(cell_id, entry, nx, ny, outside=n)
     node, d, sx, sy = _incidences(edges, parent, _depths(parent), n)
     del edges
-    node, d, sx, sy, ex, ey = _segments(node, d, sx, sy)
+    (node, d, sx, sy, ex, ey), (vkey, vseg) = _segments(node, d, sx, sy, bits)
     traced = _trace(node, d, sx, sy, ex, ey, nx)
     if traced is None:  # pragma: no cover - a ring that still passes a corner twice: each entry on its own
         return _per_entry(grid, cell_id, entry, parent)
     order, offsets = traced
     node, d, sx, sy, ex, ey = node[order], d[order], sx[order], sy[order], ex[order], ey[order]
+    ring_of_seg = np.empty(order.size, dtype=np.int64)
+    ring_of_seg[order] = np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
     del order
     n_rings = offsets.size - 1
     head = offsets[:-1]
@@ -341,13 +359,11 @@ def nested_cell_polygons(grid, cell_id, entry, parent):
     # twice the signed area of each ring (exact integers): positive for a shell, negative for a hole
     area2 = np.add.reduceat(sx * ey - ex * sy, head)
     is_shell = area2 > 0
-    shells, holes = np.flatnonzero(is_shell), np.flatnonzero(~is_shell)
+    holes = np.flatnonzero(~is_shell)
     owner = np.arange(n_rings)
     if holes.size:
-        hd = d[head[holes]]
-        hx = sx[head[holes]] + _LEFT_DX[hd] + 0.5
-        hy = sy[head[holes]] + _LEFT_DY[hd] + 0.5
-        owner[holes] = _assign_holes(holes, shells, ring_node, sx, sy, offsets, hx, hy, area2)
+        owner[holes] = _assign_holes(holes, is_shell, ring_of_seg, node, d, sx, sy, ey, offsets, vkey, vseg, bits)
+    del vkey, vseg, ring_of_seg
     # rings by entry, then polygon (its shell), the shell first; each ring closed by its first corner
     ro = np.lexsort((~is_shell, owner, ring_node))
     take, lens = _ragged_take(offsets, ro)
