@@ -242,6 +242,11 @@ class Grid:
         """Sorted flat ids of all universe cells (use only for grids that fit in memory)."""
         return _runs_to_ids(self._runs, self.nx)
 
+    def boundary_ids(self) -> np.ndarray:
+        """Sorted flat ids of the cells that the study area's boundary touches (none for a rectangle, whose
+        cells are not clipped); every other cell of the universe lies inside the study area."""
+        return self._boundary_ids
+
     def in_universe(self, cell_id: np.ndarray) -> np.ndarray:
         """Whether each flat cell id belongs to the universe (vectorised)."""
         cell_id = np.asarray(cell_id, dtype=np.int64)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import shapely
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from .grid import Grid, area_m2
 from .noise import sum_interval_halfwidth
 
-__all__ = ["cluster_polygons", "LAYER_COLUMNS"]
+__all__ = ["LAYER_COLUMNS", "cluster_polygons", "nested_cluster_polygons"]
 
 #: Attribute columns of every cluster layer, in order.
 LAYER_COLUMNS = ["cluster_id", "n_cells", "area_m2", "dp_count", "dp_count_low", "dp_count_high"]
@@ -113,8 +115,6 @@ def cluster_polygons(
     is for the cluster's true count *given its cells*; it says nothing about
     the chance that a cell was wrongly included.
     """
-    import geopandas as gpd
-
     cell_id = np.asarray(cell_id, dtype=np.int64)
     label = np.asarray(label, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
@@ -146,15 +146,137 @@ def cluster_polygons(
     geoms = np.asarray(geoms, dtype=object) if geoms else np.zeros(0, dtype=object)
     if geoms.size:
         geoms = _to_multipolygon(geoms)
-    n_cells = np.asarray(n_cells, dtype=np.int64)
-    sums = np.asarray(sums, dtype=np.int64)
+    return _layer(grid, geoms, np.asarray(n_cells, dtype=np.int64), np.asarray(sums, dtype=np.int64),
+                  np.asarray(zeros, dtype=np.int64), q=q, theta=theta, level=level)
+
+
+def nested_cluster_polygons(grid: Grid, cell_id, entry, parent, count, *, q: float, level: float = 0.95,
+                            clip: bool = True):
+    """The layer of :func:`cluster_polygons` for nested clusters: cluster ``e + 1`` holds the cells whose
+    (deepest) entry is ``e`` or lies below ``e``.
+
+    The same rows, attributes and polygons (as point sets) as
+    ``cluster_polygons(grid, cells, labels, counts)`` with every entry's cells
+    listed under its label, drawn for all entries at once
+    (:func:`dpgeo.nested_polygons.nested_cell_polygons`): each cell is read
+    once, and only the entries with a cell on the study area's boundary are
+    clipped to it.
+
+    Parameters
+    ----------
+    grid : Grid
+    cell_id, entry, count : numpy.ndarray
+        Sorted flat ids of the cells, the deepest entry of each (0..n-1) and
+        its released noisy count.
+    parent : numpy.ndarray
+        The parent entry of each entry (-1: none); children before parents.
+    q, level, clip
+        As for :func:`cluster_polygons`.
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 40, 30), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> lay = nested_cluster_polygons(g, np.array([0, 1, 2, 4, 5, 6]), np.array([1, 0, 1, 1, 1, 1]),
+    ...                               np.array([1, -1]), np.array([3, 9, 4, 0, 2, 1]), q=None)
+    >>> lay["n_cells"].tolist(), lay["area_m2"].tolist(), lay["dp_count"].tolist()
+    ([1, 6], [100.0, 600.0], [9, 19])
+    """
+    from .nested_polygons import nested_cell_polygons, subtree_sums
+
+    cell_id = np.asarray(cell_id, dtype=np.int64)
+    entry = np.asarray(entry, dtype=np.int64)
+    parent = np.asarray(parent, dtype=np.int64)
+    count = np.asarray(count, dtype=np.int64)
+    n = parent.size
+    geoms = nested_cell_polygons(grid, cell_id, entry, parent)
+    if clip and not grid.area.is_rectangle and n:
+        edge = np.isin(cell_id, grid.boundary_ids())
+        cut = np.flatnonzero(subtree_sums(edge.astype(np.int64), entry, parent, n) > 0)
+        if cut.size:
+            domain = grid.area.polygon
+            shapely.prepare(domain)
+            geoms[cut] = [_clip_cells(g, domain) for g in geoms[cut]]
+    n_cells = subtree_sums(None, entry, parent, n)
+    sums = subtree_sums(count, entry, parent, n)
+    return _layer(grid, geoms, n_cells, sums, np.zeros(n, dtype=np.int64), q=q, theta=None, level=level)
+
+
+def _clip_cells(geom, domain):
+    """``geom ∩ domain`` for a valid MultiPolygon of grid cells, with GEOS's overlay on what reaches the
+    boundary of ``domain`` (prepared) only: the parts of ``geom`` inside it are kept as they are, and so are
+    the holes of the other parts that lie inside it and touch no other ring (put back into the clipped part
+    that holds them)."""
+    parts = shapely.get_parts(geom)
+    inside = shapely.contains_properly(domain, parts)
+    if inside.all():
+        return geom
+    out = list(parts[inside])
+    for part in parts[~inside]:
+        out.extend(_clip_part(part, domain))
+    return shapely.MultiPolygon(out)
+
+
+def _polygon_parts(g) -> list:
+    return [p for p in shapely.get_parts(g) if p.geom_type == "Polygon"]
+
+
+def _clip_part(part, domain) -> list:
+    """The polygons of ``part ∩ domain`` (see :func:`_clip_cells`)."""
+    n_holes = shapely.get_num_interior_rings(part)
+    if n_holes < 8:
+        return _polygon_parts(shapely.intersection(part, domain))
+    shell = shapely.get_exterior_ring(part)
+    holes = shapely.get_interior_ring(part, np.arange(n_holes))
+    inside = shapely.contains_properly(domain, shapely.polygons(holes))
+    # rings that share a corner (parts that touch there) go together: a group of holes with a hole outside
+    # the domain's interior, or with the shell, goes through the overlay (after clipping, its rings may be
+    # part of the outline, and a hole that touches them could cut the polygon in two)
+    xy, ring = shapely.get_coordinates(np.r_[shell, holes], return_index=True)
+    last = np.r_[ring[1:] != ring[:-1], True]  # a ring's closing corner repeats its first
+    xy, ring = xy[~last], ring[~last]
+    order = np.lexsort((xy[:, 1], xy[:, 0]))
+    same = np.flatnonzero((xy[order[1:]] == xy[order[:-1]]).all(axis=1))
+    a, b = ring[order[same]], ring[order[same + 1]]
+    graph = csr_matrix((np.ones(a.size, dtype=np.int8), (a, b)), shape=(n_holes + 1, n_holes + 1))
+    _, group = connected_components(graph, directed=False)
+    bad = np.zeros(n_holes + 1, dtype=bool)
+    bad[group[0]] = True
+    bad[group[1:][~inside]] = True
+    keep = ~bad[group[1:]]
+    if not keep.any():
+        return _polygon_parts(shapely.intersection(part, domain))
+    pieces = _polygon_parts(shapely.intersection(shapely.polygons(shell, holes[~keep]), domain))
+    kept = holes[keep]
+    if len(pieces) == 1:
+        owner = np.zeros(kept.size, dtype=np.int64)
+    else:  # each kept hole lies inside one piece: the one that contains its first corner
+        first = shapely.get_point(kept, 0)
+        pi, hi = shapely.STRtree(first).query(pieces, predicate="contains")
+        owner = np.full(kept.size, -1, dtype=np.int64)
+        owner[hi] = pi
+    out = []
+    for k, piece in enumerate(pieces):
+        mine = kept[owner == k]
+        if mine.size:
+            n = shapely.get_num_interior_rings(piece)
+            piece = shapely.polygons(shapely.get_exterior_ring(piece),
+                                     np.r_[shapely.get_interior_ring(piece, np.arange(n)), mine])
+        out.append(piece)
+    return out
+
+
+def _layer(grid, geoms, n_cells, sums, zeros, *, q, theta, level):
+    """The attribute table of a cluster layer (:data:`LAYER_COLUMNS`) around its polygons."""
+    import geopandas as gpd
     import pandas as pd
 
+    k = n_cells.size
     if q is None:
         low = high = pd.array([None] * k, dtype="Int64")
     else:
         half = np.array([sum_interval_halfwidth(int(n), q, level) for n in n_cells], dtype=np.int64)
-        extra = (np.asarray(zeros, dtype=np.int64) * (theta - 1)) if theta else np.zeros_like(sums)
+        extra = (zeros * (theta - 1)) if theta else np.zeros_like(sums)
         low = np.maximum(sums - half, 0)
         high = np.maximum(sums + half + extra, 0)
     data = {

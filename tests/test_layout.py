@@ -17,7 +17,7 @@ PLUGIN = ROOT / "qgis_plugin" / "dpgeo_qgis"
 MECHANISMS = ROOT / "dpgeo" / "mechanisms"
 
 #: Modules above the mechanisms in the data flow; a mechanism never imports them.
-ABOVE_MECHANISMS = ("dpgeo.pipeline", "dpgeo.cli", "dpgeo.io", "dpgeo.result", "dpgeo.polygons",
+ABOVE_MECHANISMS = ("dpgeo.pipeline", "dpgeo.cli", "dpgeo.io", "dpgeo.result", "dpgeo.polygons", "dpgeo.nested_polygons",
                     "dpgeo.compare", "dpgeo.evaluation", "dpgeo.formats")
 
 

@@ -8,6 +8,7 @@ the condensed tree of every cluster, and the growth of the chosen ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,12 @@ class LevelClusters:
     node_cells : list of numpy.ndarray
         The cells of each condensed-tree entry at the level where it
         separates (nested: a child's cells are among its parent's), sorted;
-        made on first use (for the levels layer).
+        made on first use.
+    cell_entry : numpy.ndarray
+        For each cell of the tree (``tree.cell_id``), the deepest
+        condensed-tree entry it belongs to (an index into ``nodes``): an
+        entry's cells are those of its own and of every entry below it. The
+        levels layer draws every entry's polygon from this one array.
     """
 
     tree: LevelTree
@@ -63,6 +69,7 @@ class LevelClusters:
     #: the cells of each entry, or a function that makes them (they are needed for the levels layer only)
     entries: Any = field(default=None, repr=False)
     n_core_cells: int = 0
+    cell_entry: np.ndarray = field(default=None, repr=False)
 
     @property
     def node_cells(self) -> list:
@@ -140,7 +147,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     if nn == 0:
         return LevelClusters(tree, empty, empty, 0, np.zeros(0), np.zeros(0),
                              nodes={k: empty for k in ("node", "parent", "level", "top", "stability", "mass",
-                                                       "selected")})
+                                                       "selected")}, cell_entry=empty)
     thr = tree.thresholds.astype(float)
     base = thr[0] - 1.0 if base_level is None else float(base_level)
     R = nn  # the root: every cell of the tree
@@ -243,7 +250,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
              "mass": mass[starts], "selected": flat}
     return LevelClusters(tree, tree.cell_id[inside], label[inside], int(chosen_nodes.size),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
-                         lambda: _entry_cells(tree.cell_id, cell_cluster, cpar), int(core.sum()))
+                         partial(_entry_cells, tree.cell_id, cell_cluster, cpar), int(core.sum()), cell_cluster)
 
 
 def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> np.ndarray:

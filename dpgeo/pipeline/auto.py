@@ -39,7 +39,7 @@ from ..mechanisms.resolution import (
     fine_width,
 )
 from ..noise import discrete_laplace_q, noise_rate, sum_abs_bound
-from ..polygons import cluster_polygons
+from ..polygons import cluster_polygons, nested_cluster_polygons
 from ..resources import check_plan, plan_run
 from ._common import _crs_label, _progress
 
@@ -164,15 +164,13 @@ def levels_layer(grid, hist, cl):
     """The tree of levels as nested polygons: ``level_id``, ``parent_id``, ``level``, ``level_top``, ..."""
     import pandas as pd
 
-    n = len(cl.node_cells)
-    if n:
-        cells = np.concatenate(cl.node_cells)
-        labels = np.repeat(np.arange(1, n + 1), [c.size for c in cl.node_cells])
-    else:
-        cells = labels = np.zeros(0, dtype=np.int64)
-    lay = cluster_polygons(grid, cells, labels, hist.lookup(cells), q=hist.q)
-    lay = lay.rename(columns={"cluster_id": "level_id"})
     nd = cl.nodes
+    n = len(nd["node"])
+    # every entry's polygon from the one list of cells, each with its deepest entry (a cell is read once,
+    # not once for each entry it lies in)
+    cells = cl.tree.cell_id if n else np.zeros(0, dtype=np.int64)
+    lay = nested_cluster_polygons(grid, cells, cl.cell_entry, nd["parent"], hist.lookup(cells), q=hist.q)
+    lay = lay.rename(columns={"cluster_id": "level_id"})
     # the root (every cell above the floor) is listed last in the condensed tree: number it 1, top first
     order = np.arange(n)[::-1]
     new_id = np.empty(n, dtype=np.int64)
