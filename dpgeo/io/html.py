@@ -34,10 +34,12 @@ from importlib import resources
 
 import numpy as np
 
-from ..errors import InputError, ParameterError
+from ..errors import InputError
 from . import palette
 from .atomic import atomic_write
 from .basemap import DEFAULT_BASEMAP, OSM_ATTRIBUTION, OSM_TILES, basemap_config, check_basemap  # noqa: F401
+from .drawing import map_heading as _heading
+from .drawing import study_area_outline
 from .geojson import geojson_collection
 from .html_series import SERIES_CSS, SERIES_JS, label_periods, series_config, series_controls_html, series_legend_html
 from .statement import privacy_statement
@@ -311,59 +313,6 @@ def _esc(v) -> str:
     return html.escape(str(v), quote=True)
 
 
-# -- study area -------------------------------------------------------------------------
-
-def study_area_outline(metadata: dict, crs="EPSG:4326"):
-    """The study area of a release in ``crs`` (default EPSG:4326 lon/lat), and what it is.
-
-    Read from ``metadata["domain"]``: its ``wkt`` (the exact outline), else
-    ``wkt_simplified`` (an outline with at most a few thousand vertices, for
-    large areas), else its ``bounds`` (a rectangle), all in ``domain["crs"]``.
-    Edges are densified before reprojection, so straight lines stay true.
-
-    Returns
-    -------
-    (shapely.Geometry or None, str)
-        The outline and ``"outline"``, ``"simplified outline"`` or ``"bounding box"``;
-        ``(None, "")`` when the metadata has no usable study area.
-
-    Examples
-    --------
-    >>> g, kind = study_area_outline({"domain": {"crs": "EPSG:4326", "bounds": [-93.33, 44.89, -93.19, 45.06],
-    ...                                          "wkt": None}})
-    >>> kind, [round(v, 2) for v in g.bounds]
-    ('bounding box', [-93.33, 44.89, -93.19, 45.06])
-    """
-    import shapely
-    from pyproj import CRS, Transformer
-
-    dom = (metadata or {}).get("domain")
-    if not isinstance(dom, dict):
-        return None, ""
-    geom, kind = None, ""
-    try:
-        if dom.get("wkt"):
-            geom, kind = shapely.from_wkt(dom["wkt"]), "outline"
-        elif dom.get("wkt_simplified"):
-            geom, kind = shapely.from_wkt(dom["wkt_simplified"]), "simplified outline"
-        elif dom.get("bounds") and len(dom["bounds"]) == 4:
-            geom, kind = shapely.box(*[float(v) for v in dom["bounds"]]), "bounding box"
-        if geom is None or geom.is_empty:
-            return None, ""
-        src = CRS.from_user_input(dom.get("crs") or "EPSG:4326")
-        dst = CRS.from_user_input(crs)
-        if not src.equals(dst, ignore_axis_order=True):
-            b = geom.bounds
-            geom = shapely.segmentize(geom, max(b[2] - b[0], b[3] - b[1]) / 64)
-            tr = Transformer.from_crs(src, dst, always_xy=True)
-            geom = shapely.transform(geom, lambda xy: np.column_stack(tr.transform(xy[:, 0], xy[:, 1])))
-        if not np.isfinite(geom.bounds).all():
-            return None, ""
-    except Exception:  # an unreadable outline or CRS label: the map falls back to the clusters' extent
-        return None, ""
-    return geom, kind
-
-
 # -- the page ---------------------------------------------------------------------------
 
 def _style_legend_html(fills, outlines, legend, title, area_kind, n_total, heading) -> str:
@@ -558,16 +507,6 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         *[f"<script>{a.js}</script>\n" for a in addons],
         "</body>\n</html>\n",
     ])
-
-
-def _heading(metadata, title=None) -> str:
-    """The map's title: the one given, else the mechanism (the PNG uses the same)."""
-    if title is not None:
-        if not isinstance(title, str):
-            raise ParameterError(f"title must be text, got {type(title).__name__}")
-        if title.strip():
-            return title.strip()
-    return str((metadata or {}).get("mechanism") or "dpgeo cluster map")
 
 
 def _geom_json(geom) -> str:

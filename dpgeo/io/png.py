@@ -81,7 +81,7 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
     from matplotlib import patheffects
     from matplotlib.colors import to_rgba
 
-    from .html import study_area_outline
+    from .drawing import study_area_outline
 
     md = metadata or {}
     dcrs = _drawing_crs(gdf, md, crs)
@@ -192,7 +192,7 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
 
     # title and the privacy line
     s = privacy_statement(md)
-    from .html import _heading
+    from .drawing import map_heading as _heading
 
     heading = _heading(md, title)
     fig.text(0.02, 1 - 0.08 / (map_h + 1.9), heading, ha="left", va="top", fontsize=11, weight="bold")

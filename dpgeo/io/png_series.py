@@ -32,8 +32,8 @@ def series_figure(gdf, metadata, crs, width_in, title):
     from matplotlib.figure import Figure
     from matplotlib.patches import PathPatch
 
-    from .html import _heading, study_area_outline
-    from .drawing import _PT_PER_MM, _drawing_crs, _path_of
+    from .drawing import _PT_PER_MM, _drawing_crs, _path_of, study_area_outline
+    from .drawing import map_heading as _heading
 
     md = metadata or {}
     periods = [str(p.get("label")) for p in md.get("periods", [])]
