@@ -479,6 +479,22 @@ def test_running_totals_series(tmp_path):
                            person_accounting="period", **kw)
 
 
+def test_running_totals_are_charged_whatever_the_mechanism_s_own_method(tmp_path):
+    """The tree's noisy totals are the release: with WaveCluster's non-private 'exact' method (which only
+    picks the grid here) the series is still charged its epsilon, every time."""
+    x, y, t = _points(2000, months=3)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.set_total("d", 1.5)
+    kw = dict(time=t, period="month", period_start="2014-01-01", period_end="2014-04-01", cumulative=True,
+              dataset="d", ledger=ledger, epsilon=1.0, method="exact", cell_m=200.0,
+              domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615")
+    res = dpgeo.wavecluster((x, y, "EPSG:32615"), **kw)
+    assert res.metadata["differentially_private"] is True
+    assert ledger.budget("d").spent_epsilon == 1
+    with pytest.raises(BudgetExceededError):
+        dpgeo.wavecluster((x, y, "EPSG:32615"), **kw)
+
+
 def test_an_appended_series_keeps_each_period_s_own_figures(tmp_path):
     """What differs between periods (clusters found, cells) is stated per period, also after an append."""
     x, y, t = _points(months=3)

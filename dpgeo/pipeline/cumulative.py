@@ -73,7 +73,9 @@ def run_cumulative(mech, points, values, *, p, epsilon, c, so, v, composition, u
     source = NoiseSource(v["seed"])
     charge = start_charge(ledger=v["ledger"], dataset=v["dataset"], points=points, epsilon=epsilon,
                           mechanism=f"{mech.ledger_name(p)}-running-totals", analyst=v["analyst"],
-                          private=source.private and mech.is_private(p), unattended=v["unattended"],
+                          # the tree's noisy totals are the release, whatever the mechanism's own method (a
+                          # non-private reference such as WaveCluster's 'exact' only picks the grid here)
+                          private=source.private, unattended=v["unattended"],
                           stacklevel=stacklevel + 2,
                           series={"periods": [(a, b, lab) for (a, b), lab in zip(periods.pairs(), periods.labels)],
                                   "composition": composition, "unit": unit, "append": None})
