@@ -6,8 +6,8 @@ out. The steps and their privacy argument are in
 :mod:`dpgeo.mechanisms.resolution` and :mod:`dpgeo.mechanisms.levels`; the
 proof sketch in ``docs/privacy.md`` ("Spans without a radius").
 
-Budget: ``ε₀ = TOTAL_SHARE·ε`` for the total, ``ε₁ = ε - ε₀`` (rounded down
-so that ``ε₀ + ε₁ ≤ ε`` exactly) for the histogram; nothing else is released.
+Budget: ``ε₀ = TOTAL_SHARE·ε`` for the total, ``ε₁ = ε - ε₀`` for the histogram
+(the ε the two noises are drawn with sum to at most the charged ε, as rationals); nothing else is released.
 """
 
 from __future__ import annotations

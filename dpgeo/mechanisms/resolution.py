@@ -29,7 +29,8 @@ chosen by validation (``benchmarks/utility_auto.py``, ``docs/results.md``).
 
 Privacy: ``n̂`` is ε₀-DP, the histogram ε₁-DP given any ``k``, and ``k`` is a
 function of ``n̂`` and public inputs, so the run is (ε₀ + ε₁)-DP by
-sequential composition; ``ε₀ + ε₁ ≤ ε`` exactly (:func:`dpgeo.noise.split_epsilon`).
+sequential composition; the ε the two noises are drawn with sum to at most the charged ``ε``, as
+rationals (:func:`dpgeo.noise.split_epsilon`, :func:`dpgeo.noise.noise_epsilon`).
 Memory is bounded by cells: the finest grid's count (at most
 :data:`MAX_FINE_CELLS`) and the coarse histogram (at most ``max_cells``).
 """

@@ -19,7 +19,7 @@ has ``O(√t / ε)`` (docs/results.md compares them, measured).
 **Privacy.** Add or remove one record of at most ``s`` points (or, with the
 per-person cap counted over the whole series, one person with at most
 ``s = K`` points). Each point lies in one period and one cell, and a period lies
-in exactly one node of each level (nodes that would reach beyond ``T`` are
+in at most one node of each level (nodes that would reach beyond ``T`` are
 never formed): the vector of all node sums changes by at most ``s`` in each of
 ``L`` levels, an L1 sensitivity of ``s·L``. Discrete Laplace noise of decay
 ``exp(−ε/(s·L))`` on every coordinate is therefore ε-DP (the Laplace
@@ -50,8 +50,8 @@ __all__ = ["TreeTotals", "tree_levels", "tree_running_totals", "tree_node_count"
 
 
 def tree_levels(n_periods: int) -> int:
-    """``L = ⌊log₂ T⌋ + 1``: the levels of complete dyadic nodes over ``T`` periods (each period lies in one node of
-    each level)."""
+    """``L = ⌊log₂ T⌋ + 1``: the levels of complete dyadic nodes over ``T`` periods (each period lies in at most one
+    node of each level)."""
     return int(n_periods).bit_length()
 
 

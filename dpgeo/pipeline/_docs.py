@@ -50,8 +50,9 @@ COMMON_DOCS = {
                    "noise is drawn."),
     "dataset": ("str, optional",
                 "The name of the population the guarantee protects, under which the release is charged in the "
-                "privacy-budget ledger (several files of the same people share one name). Default: the input "
-                "file's resolved path, or one shared key for in-memory inputs."),
+                "privacy-budget ledger (several files of the same people share one name). Default: the declared "
+                "dataset whose files hold the input's content (``dpgeo budget declare``), else a key of the "
+                "content (every copy of the file shares it), or one shared key for in-memory inputs."),
     "ledger": ("dpgeo.budget.Ledger, path, None or False",
                "The persistent ledger that records the release and refuses it beyond the dataset's total "
                "(:mod:`dpgeo.budget`). ``None`` (default): the default ledger (``$DPGEO_LEDGER``, else the "
