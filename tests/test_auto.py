@@ -116,6 +116,26 @@ def test_histogram_gets_exactly_the_rest_of_the_budget():
     assert _chi2_p(z, math.exp(-1.0), 8) < ALPHA
 
 
+def test_the_pipeline_scales_the_noise_by_the_person_cap(monkeypatch):
+    """dbscan_spans without a radius, one person of K = 2 points each: the histogram the pipeline releases
+    has noise of decay exp(-0.95 ε / 2) (chi-square at 1e-6 accepts it) and not exp(-0.95 ε) (the cap not
+    passed on: rejected). Every point lies in one cell, so all the other cells are pure noise."""
+    import dpgeo.pipeline.auto as pipeline_auto
+
+    runs = []
+    real = pipeline_auto.auto_spans_cells
+    monkeypatch.setattr(pipeline_auto, "auto_spans_cells", lambda *a, **k: runs.append(real(*a, **k)) or runs[-1])
+    n = 40_000
+    dpgeo.dbscan_spans((np.full(n, 5.0), np.full(n, 5.0), CRS), epsilon=1.0, person=np.arange(n) // 2,
+                       max_points_per_person=2, seed=3, ledger=False, domain=(0, 0, 200, 200), domain_crs=CRS,
+                       crs=CRS)
+    count = runs[0].hist.count
+    z = np.delete(count, np.argmax(count))
+    assert z.size > 10_000 and count.max() > n - 100
+    assert _chi2_p(z, math.exp(-0.95 / 2), 10) > ALPHA
+    assert _chi2_p(z, math.exp(-0.95), 10) < ALPHA
+
+
 def test_total_gets_its_share_of_the_budget():
     """The noisy total's error has decay exp(-0.05 ε) (sd ≈ 28 points at ε = 1): 400 releases, chi-square
     at 1e-6 over bins of width 10; the law at the histogram's share (or at the whole ε) is rejected."""

@@ -479,6 +479,41 @@ def test_running_totals_series(tmp_path):
                            person_accounting="period", **kw)
 
 
+def test_the_running_totals_pipeline_scales_the_noise_by_the_cap_and_the_levels(monkeypatch):
+    """heat with running totals, one person of K = 3 points, 5 months (L = 3 levels): the first month's totals of
+    the empty cells are one tree node's noise, of decay exp(−ε/(K·L)) = exp(−1/9). χ² at a false-failure rate of
+    1e-6 accepts it and rejects exp(−1/3), the law if either the cap or the levels were left out of the scale;
+    every point lies in one cell, so the other cells are pure noise."""
+    from scipy import stats
+
+    import dpgeo.pipeline.cumulative as cumulative
+    from dpgeo.noise import discrete_laplace_pmf
+
+    trees = []
+    real = cumulative.tree_running_totals
+    monkeypatch.setattr(cumulative, "tree_running_totals", lambda *a, **k: trees.append(real(*a, **k)) or trees[-1])
+    n = 3000
+    t = T0 + (np.arange(n) % 5) * 31 * 86400  # one point per person in each of months 1-3, spread over 5
+    dpgeo.heat((np.full(n, 5.0), np.full(n, 5.0), "EPSG:32615"), epsilon=1.0, cell_m=20.0, time=t, period="month",
+               period_start="2014-01-01", period_end="2014-06-01", cumulative=True, person=np.arange(n) // 3,
+               max_points_per_person=3, seed=11, ledger=False, **DOMAIN)
+    tree = trees[0]
+    assert tree.levels == 3 and tree.nodes_used[0] == 1
+    z = tree.totals[0][1:]  # the first month; cell 0 holds the points
+    assert z.size > 5000
+    edges = np.arange(-30, 31)
+    observed = np.r_[(z < -30).sum(), [(z == k).sum() for k in edges], (z > 30).sum()]
+
+    def expected(q):
+        pmf = discrete_laplace_pmf(edges, q)
+        tail = (1 - pmf.sum()) / 2
+        return z.size * np.r_[tail, pmf, tail]
+
+    crit = stats.chi2.isf(1e-6, observed.size - 1)
+    assert stats.chisquare(observed, expected(math.exp(-1 / 9))).statistic < crit
+    assert stats.chisquare(observed, expected(math.exp(-1 / 3))).statistic > crit
+
+
 def test_running_totals_are_charged_whatever_the_mechanism_s_own_method(tmp_path):
     """The tree's noisy totals are the release: with WaveCluster's non-private 'exact' method (which only
     picks the grid here) the series is still charged its epsilon, every time."""
