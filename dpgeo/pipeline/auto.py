@@ -20,7 +20,7 @@ from ..declare import Outcome
 from ..errors import ParameterError
 from ..grid import Grid
 from ..mechanisms.auto import auto_plan, auto_spans_cells, gamma_all_levels
-from ..mechanisms.dbscan import SpanCells
+from ..mechanisms.dbscan import DEFAULT_BETA, SpanCells
 from ..mechanisms.levels import (
     DEFAULT_FDR,
     GROW_STEPS,
@@ -74,8 +74,10 @@ def is_auto(p) -> bool:
 def check_auto(p) -> None:
     """The spans' parameters together: both radius and MinPts, or neither; the settings of each kind of run."""
     if is_auto(p):
-        given = [name for name, default in (("eta", 1.0), ("histogram", "auto"), ("gamma", "laplace"))
-                 if p.get(name, default) != default]
+        from .dbscan import SPANS_PARAMS  # the declaration (it imports this module)
+
+        grid_params = [q for q in SPANS_PARAMS if q.name in ("eta", "histogram", "gamma")]
+        given = [q.name for q in grid_params if p.get(q.name, q.default) != q.default]
         if given:
             raise ParameterError(f"{', '.join(given)} set(s) the grid of a run with a radius; without radius_m and "
                                  "min_points (auto) the grid and thresholds are chosen from epsilon: leave them out")
@@ -131,13 +133,13 @@ def auto_run(counts, p, c, setup, rng, progress) -> Outcome:
     _progress(progress, 0.4, "noisy total, cell width, noisy histogram and density levels")
     run = auto_spans_cells(counts.grid, counts.cell_id, counts.count, epsilon=p["epsilon"], rng=rng,
                            sensitivity=c.sensitivity, fdr=setup["fdr"], extent=p.get("extent", "grown"),
-                           max_cells=setup["max_cells"], beta=p.get("beta", 0.05))
+                           max_cells=setup["max_cells"], beta=p.get("beta", DEFAULT_BETA))
     grid, hist, cl = run.grid, run.hist, run.clusters
     _progress(progress, 0.8, f"polygons for {cl.n_clusters} clusters")
     layer = cluster_polygons(grid, cl.cell_id, cl.label, hist.lookup(cl.cell_id), q=hist.q)
     layer.insert(1, "level", cl.cluster_level)
     layer.insert(2, "level_top", cl.cluster_top)
-    md = {"auto": True, "radius_m": None, "min_points": None, "beta": p.get("beta", 0.05)}
+    md = {"auto": True, "radius_m": None, "min_points": None, "beta": p.get("beta", DEFAULT_BETA)}
     md.update(run.settings)
     md["grid"] = grid.to_metadata()
     md["histogram"] = "dense"
@@ -220,7 +222,7 @@ def auto_preview(area, p, c) -> dict:
     sd = sum_noise_sd(q)
     n_points = p.get("n_points")
     n_points = [10 ** k for k in range(3, 8)] if n_points is None else [int(n_points)]
-    beta = p.get("beta", 0.05)
+    beta = p.get("beta", DEFAULT_BETA)
     rows, cells_of = [], {}
     for n in n_points:
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))

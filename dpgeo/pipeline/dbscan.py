@@ -19,6 +19,7 @@ from ..histogram import (
     sparse_threshold,
 )
 from ..mechanisms.dbscan import DEFAULT_BETA, dbscan_cells, noise_bound
+from ..mechanisms.levels import DEFAULT_FDR
 from ..noise import discrete_laplace_q, noise_rate, sum_interval_halfwidth
 from ..polygons import cluster_polygons
 from ..release import Release
@@ -90,7 +91,7 @@ SPANS_PARAMS = (
           advanced=True, qgis_name="SPAN_EXTENT"),
     Param("fdr", "number", "False-discovery rate of the floor (auto)",
           "Without a radius: among the cells a cluster may cover, the expected share whose neighbourhood holds no "
-          "point at all (Benjamini–Hochberg over every cell). Default 0.1.",
+          f"point at all (Benjamini–Hochberg over every cell). Default {DEFAULT_FDR:g}.",
           default=None, minimum=0, maximum=1, exclusive_minimum=True, exclusive_maximum=True, advanced=True,
           label="fdr (false-discovery rate of the floor)"),
     Param("levels", "flag", "Tree of density levels (auto)",

@@ -92,9 +92,9 @@ examples:
   dpgeo kmeans trips.gpkg -o kmeans.gpkg -o kmeans.html --epsilon 1 --k 6 \\
       --person driver_id --max-points-per-person 5 --dataset trips --domain=-74.26,40.49,-73.69,40.92
 
-The budget split: --layer-share of ε (default 0.1) for the cells' counts, the rest spread evenly over the
+The budget split: --layer-share of ε (default {layer_share:g}) for the cells' counts, the rest spread evenly over the
 --iterations noisy Lloyd iterations (counts and coordinate sums); the metadata states it (epsilon_split).
-"""
+""".format(layer_share=DEFAULT_LAYER_SHARE)
 
     def method_name(self, p):
         return "kmeans"

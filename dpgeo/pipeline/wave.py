@@ -9,6 +9,7 @@ from ..counting import CellCounts
 from ..declare import Mechanism, Outcome, Param
 from ..errors import ParameterError
 from ..grid import Grid
+from ..mechanisms.wavecluster._checks import _DEFAULT_SPLIT
 from ..noise import RATE_MAX, NoiseSource
 from ..polygons import cluster_polygons
 from ..release import Release
@@ -29,8 +30,10 @@ _WC_NAMES = {"privthr": "PrivTHR", "privthr-em": "PrivTHR_EM", "privqt": "PrivQT
 
 WAVECLUSTER_PARAMS = (
     Param("method", "choice", "Method",
-          "privthr: noisy counts and a noisy count of the non-positive coefficients (ε split 0.9/0.1); "
-          "privthr-em: the threshold by the exponential mechanism (0.7/0.3); privqt: noisy counts only; "
+          f"privthr: noisy counts and a noisy count of the non-positive coefficients (ε split "
+          f"{_DEFAULT_SPLIT['privthr']:g}/{1 - _DEFAULT_SPLIT['privthr']:.2g}); privthr-em: the threshold by the "
+          f"exponential mechanism ({_DEFAULT_SPLIT['privthr-em']:g}/{1 - _DEFAULT_SPLIT['privthr-em']:.2g}); "
+          "privqt: noisy counts only; "
           "baseline: WaveCluster on DP synthetic points from adaptive grids (reads the input three more times); "
           "exact: no noise, NOT private, for comparison only.",
           default="privthr", choices=WAVECLUSTER_METHODS,
@@ -130,7 +133,7 @@ def wavecluster_count_epsilon(method, epsilon, count_split):
     """The ε of WaveCluster's noisy counts (None for the exact method), for the run's plan."""
     if method == "exact" or epsilon is None:
         return None
-    return epsilon * (count_split if count_split is not None else {"privthr": 0.9, "privthr-em": 0.7}.get(method, 1.0))
+    return epsilon * (count_split if count_split is not None else _DEFAULT_SPLIT.get(method, 1.0))
 
 
 def _near_the_samplers_limit(epsilon, sensitivity, count_split) -> bool:
