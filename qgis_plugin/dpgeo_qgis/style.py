@@ -47,15 +47,19 @@ def palette():
     return importlib.import_module("dpgeo.io.palette")
 
 
-def _symbol(pal, i: int) -> QgsFillSymbol:
-    c = QColor(pal.CLUSTER_COLOURS[i])
-    o = QColor(pal.OUTLINE_COLOURS[i])
+def _fill_symbol(fill, outline, alpha: int, width_mm: float) -> QgsFillSymbol:
+    """A fill of colour ``fill`` at opacity ``alpha`` (0-255) with an opaque ``outline`` ``width_mm`` wide."""
+    c, o = QColor(fill), QColor(outline)
     return QgsFillSymbol.createSimple({
-        "color": f"{c.red()},{c.green()},{c.blue()},{pal.FILL_ALPHA}",
+        "color": f"{c.red()},{c.green()},{c.blue()},{alpha}",
         "outline_color": f"{o.red()},{o.green()},{o.blue()},255",
-        "outline_width": f"{pal.OUTLINE_WIDTH_MM:g}",
+        "outline_width": f"{width_mm:g}",
         "outline_width_unit": "MM",
     })
+
+
+def _symbol(pal, i: int) -> QgsFillSymbol:
+    return _fill_symbol(pal.CLUSTER_COLOURS[i], pal.OUTLINE_COLOURS[i], pal.FILL_ALPHA, pal.OUTLINE_WIDTH_MM)
 
 
 def style_cluster_layer(layer) -> bool:
@@ -100,25 +104,13 @@ def style_cluster_layer(layer) -> bool:
 
 
 def _level_symbol(pal, i: int) -> QgsFillSymbol:
-    c = QColor(pal.LEVEL_COLOURS[i])
-    o = QColor(pal.LEVEL_OUTLINE_COLOURS[i])
-    return QgsFillSymbol.createSimple({
-        "color": f"{c.red()},{c.green()},{c.blue()},{pal.LEVEL_FILL_ALPHA}",
-        "outline_color": f"{o.red()},{o.green()},{o.blue()},255",
-        "outline_width": f"{pal.OUTLINE_WIDTH_MM * 0.75:g}",
-        "outline_width_unit": "MM",
-    })
+    return _fill_symbol(pal.LEVEL_COLOURS[i], pal.LEVEL_OUTLINE_COLOURS[i], pal.LEVEL_FILL_ALPHA,
+                        pal.OUTLINE_WIDTH_MM * 0.75)
 
 
 def _cell_symbol(pal, fill: str) -> QgsFillSymbol:
-    c = QColor(fill)
-    o = QColor(fill).darker(130)  # as the library's outlines (palette._darker)
-    return QgsFillSymbol.createSimple({
-        "color": f"{c.red()},{c.green()},{c.blue()},{pal.CELL_FILL_ALPHA}",
-        "outline_color": f"{o.red()},{o.green()},{o.blue()},255",
-        "outline_width": f"{pal.CELL_OUTLINE_WIDTH_MM:g}",
-        "outline_width_unit": "MM",
-    })
+    # the outline as the library's (palette._darker)
+    return _fill_symbol(fill, QColor(fill).darker(130), pal.CELL_FILL_ALPHA, pal.CELL_OUTLINE_WIDTH_MM)
 
 
 def style_levels_layer(layer) -> bool:
