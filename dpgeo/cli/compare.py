@@ -40,7 +40,9 @@ def _compare_command(sub):
     cp.add_argument("input", help=_INPUT_HELP.replace("; read in batches, never whole", "; held in memory"))
     cp.add_argument("-o", "--output", required=True, metavar="PNG",
                     help="side-by-side map, .png (written atomically; NOT private)")
-    cp.add_argument("--algorithm", choices=["spans", "wavecluster", "kmeans", "eppkm", "diffhwt"],
+    from ..compare.report import ALGORITHMS
+
+    cp.add_argument("--algorithm", choices=ALGORITHMS,
                     default="spans",
                     help="spans: DP-DBSCAN vs DBSCAN (default); wavecluster: DP WaveCluster vs exact; kmeans: "
                          "DP k-means vs k-means; eppkm, diffhwt: comparison systems that are NOT differentially "

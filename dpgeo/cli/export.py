@@ -32,7 +32,9 @@ def register(sub):
                     help="output .gpkg, .geojson, .html or .png (written atomically); repeat -o for several")
     ex.add_argument("--out-crs", default=None, metavar="CRS",
                     help="CRS of a GeoPackage output (default: the release's); GeoJSON is always EPSG:4326")
-    ex.add_argument("--engine", choices=("auto", "pyogrio", "fiona"), default="auto",
+    from .args import _ENGINES
+
+    ex.add_argument("--engine", choices=_ENGINES, default="auto",
                     help="GDAL binding that reads and writes GeoPackages (default auto)")
     ex.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     from .args import _add_map_args
