@@ -277,6 +277,34 @@ def test_an_appended_period_costs_nothing_more_and_continues_the_ids(tmp_path):
         dpgeo.dbscan_spans((x, y, "EPSG:32615"), dataset="d", ledger=ledger, **{**SPANS, "epsilon": 0.6})
 
 
+def test_an_append_must_compute_each_record_s_period_as_the_series_did(tmp_path):
+    """Another time column (t2 = t1 + 61 days) would put April and May's records in June and July: every record
+    released twice while the ledger shows epsilon once. Refused, as is another time format; the same column and
+    format are appended as before."""
+    import geopandas as gpd
+
+    x, y, t = _points(2000, months=4)
+    t1 = pd.to_datetime(t + 90 * 86400, unit="s", utc=True)  # April to July
+    gdf = gpd.GeoDataFrame({"t1": t1.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "t2": (t1 + pd.Timedelta(days=61)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "t3": t1.strftime("%d/%m/%Y %H:%M:%S")},
+                           geometry=gpd.points_from_xy(x, y), crs="EPSG:32615")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    kw = dict(period="month", dataset="d", ledger=ledger, **SPANS)
+    s = dpgeo.dbscan_spans(gdf, time="t1", period_start="2014-04-01", period_end="2014-06-01", **kw)
+    later = dict(period_start="2014-06-01", period_end="2014-08-01", append=s, **kw)
+    with pytest.raises(ParameterError, match="times were read from 't1', this run's from 't2'"):
+        dpgeo.dbscan_spans(gdf, time="t2", **later)
+    with pytest.raises(ParameterError, match="time format is None, this run's '%d/%m/%Y %H:%M:%S'"):
+        dpgeo.dbscan_spans(gdf, time="t3", time_format="%d/%m/%Y %H:%M:%S", **later)
+    with pytest.raises(ParameterError, match="time zone is 'UTC', this run's 'Europe/Paris'"):
+        dpgeo.dbscan_spans(gdf, time="t1", timezone="Europe/Paris", **later)
+    assert len(ledger.series(s.metadata["series_id"]).periods) == 2  # nothing appended
+    assert s.metadata["series"]["time_column"] == "t1" and s.metadata["series"]["time_format"] is None
+    ok = dpgeo.dbscan_spans(gdf, time="t1", **later)
+    assert ok.periods == ["2014-04", "2014-05", "2014-06", "2014-07"] and ledger.budget("d").spent_epsilon == 1
+
+
 def test_person_accounting_series_and_period(tmp_path):
     x, y, t = _points(3000, months=3)
     person = np.arange(x.size) % 300  # 300 people with ~12 points each, spread over the months
