@@ -412,6 +412,36 @@ def test_an_append_that_fails_before_noise_frees_its_periods(tmp_path):
     assert ledger.settle(b.release_id, "completed") == "failed"
 
 
+def test_a_per_period_person_series_is_charged_each_period_s_own_epsilon(tmp_path):
+    """A heat series at 0.1 for two months and an append at 2 for two more spends 0.1 + 0.1 + 2 + 2 = 4.2, not
+    4 × 0.1: the ledger sums the epsilon recorded with each charged period, in the budget, its cap check and
+    the record of the series."""
+    x, y, t = _points(2000, months=4)
+    person = np.arange(x.size) % 200
+    ledger = Ledger(tmp_path / "l.sqlite")
+    kw = dict(time=t, period="month", person=person, max_points_per_person=3, person_accounting="period",
+              cell_m=250, dataset="d", ledger=ledger, **DOMAIN)
+    s = dpgeo.heat((x, y, "EPSG:32615"), epsilon=0.1, period_start="2014-01-01", period_end="2014-03-01", **kw)
+    assert s.metadata["series"]["composition"] == "sequential" and ledger.budget("d").spent_epsilon == Fraction(1, 5)
+    a = dpgeo.heat((x, y, "EPSG:32615"), epsilon=2, period_start="2014-03-01", period_end="2014-05-01", append=s,
+                   **kw)
+    assert a.periods == ["2014-01", "2014-02", "2014-03", "2014-04"]
+    b = ledger.budget("d")
+    assert b.spent_epsilon == Fraction(21, 5) and b.releases[0].cost[0] == Fraction(21, 5)
+    assert [p.epsilon for p in b.releases[0].periods] == [Fraction(1, 10)] * 2 + [Fraction(2)] * 2
+    ledger.set_total("d", 5)  # 0.8 left: the cap check counts the appended periods at their own epsilon
+    with pytest.raises(BudgetExceededError, match="4.2 is spent"):
+        ledger.append_periods(s.metadata["series_id"], dataset="d", periods=[(T0 + 200 * 86400, T0 + 201 * 86400,
+                                                                              "x")],
+                              epsilon=1, composition="sequential", unit="person:3")
+    r = ledger.append_periods(s.metadata["series_id"], dataset="d", periods=[(T0 + 200 * 86400, T0 + 201 * 86400,
+                                                                              "x")],
+                              epsilon=0.5, composition="sequential", unit="person:3")
+    assert r.spent_epsilon == Fraction(47, 10)
+    r.cancel()
+    assert ledger.budget("d").spent_epsilon == Fraction(21, 5)
+
+
 # -- the command line ----------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not UBER.exists(), reason="the shared Uber sample is not available")

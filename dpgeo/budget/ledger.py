@@ -197,7 +197,7 @@ class Ledger:
             new = conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)",
                                (dataset, today)).rowcount == 1
             before = self._budget(conn, dataset, releases=False)
-            cost_e, cost_d = series_cost(composition, eps, dlt, "reserved", len(periods or ()))
+            cost_e, cost_d = series_cost(composition, eps, dlt, "reserved", [eps] * len(periods or ()))
             check_fits(before, cost_e, cost_d)
             conn.execute("INSERT INTO releases (release_id, dataset, status, date, mechanism, epsilon, delta, analyst, "
                          "dpgeo_version, composition, unit) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -367,11 +367,13 @@ class Ledger:
             tot_d = Fraction(0)
         totals = {"total_epsilon": tot_e, "total_delta": tot_d, "total_set_date": row[2], "total_set_by": row[3]}
         if not releases:  # only what the cap check needs
-            rows = conn.execute("SELECT epsilon, delta, status, composition, (SELECT count(*) FROM release_periods p "
-                                "WHERE p.release_id = r.release_id AND p.status IN ('reserved', 'completed', 'failed'))"
-                                f" FROM releases r WHERE {where} AND (status <> 'cancelled' OR composition = "
-                                "'sequential')", keys).fetchall()
-            costs = [series_cost(r[3], self._parse(r[0]), self._parse(r[1]), r[2], r[4]) for r in rows]
+            # a sequential series: the ε recorded with each charged period (an append's may differ from the row's)
+            rows = conn.execute("SELECT epsilon, delta, status, composition, (SELECT group_concat(p.epsilon, ' ') "
+                                "FROM release_periods p WHERE p.release_id = r.release_id AND p.status IN "
+                                "('reserved', 'completed', 'failed')) FROM releases r WHERE "
+                                f"{where} AND (status <> 'cancelled' OR composition = 'sequential')", keys).fetchall()
+            costs = [series_cost(r[3], self._parse(r[0]), self._parse(r[1]), r[2],
+                                 [self._parse(e) for e in (r[4] or "").split()]) for r in rows]
             spent_e = sum((c[0] for c in costs), Fraction(0))
             spent_d = sum((c[1] for c in costs), Fraction(0))
             return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, **totals)
