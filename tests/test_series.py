@@ -442,6 +442,25 @@ def test_a_per_period_person_series_is_charged_each_period_s_own_epsilon(tmp_pat
     assert ledger.budget("d").spent_epsilon == Fraction(21, 5)
 
 
+def test_an_append_checks_its_delta(tmp_path):
+    """The ledger's append takes the range check of reserve, and a delta at most the series' (a parallel series is
+    charged its delta once; a sequential one the series' delta per period)."""
+    ledger = Ledger(tmp_path / "l.sqlite")
+    for comp, unit in [("parallel", "record:1"), ("sequential", "person:2")]:
+        s = ledger.reserve(comp, epsilon=1, delta=Fraction(1, 10 ** 6), mechanism="m", periods=[(0, 10, "a")],
+                           composition=comp, unit=unit)
+        s.complete()
+        app = dict(dataset=comp, periods=[(10, 20, "b")], epsilon=1, composition=comp, unit=unit)
+        for bad in (-0.5, 1, 2):
+            with pytest.raises(ParameterError, match=r"delta must be in \[0, 1\)"):
+                ledger.append_periods(s.release_id, delta=bad, **app)
+        with pytest.raises(ParameterError, match="at most the series' delta"):
+            ledger.append_periods(s.release_id, delta=Fraction(1, 10 ** 5), **app)
+        ledger.append_periods(s.release_id, delta=Fraction(1, 10 ** 6), **app).complete()
+    assert ledger.budget("parallel").spent_delta == Fraction(1, 10 ** 6)
+    assert ledger.budget("sequential").spent_delta == Fraction(2, 10 ** 6)
+
+
 # -- the command line ----------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not UBER.exists(), reason="the shared Uber sample is not available")

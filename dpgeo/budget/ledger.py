@@ -223,14 +223,17 @@ class Ledger:
         it spends: nothing for a ``parallel`` series (one record lies in one
         period; docs/privacy.md §6) — provided the periods are disjoint from
         every period of the series and ``epsilon`` is at most the series' ε;
-        ε per period for a ``sequential`` one (checked against the total). A
+        ε per period for a ``sequential`` one (checked against the total). In
+        both, ``delta`` is at most the series' δ (a parallel series costs its
+        δ once; a sequential one is charged the series' δ per period). A
         ``one-pass`` series takes no appended period.
 
         Raises
         ------
         ParameterError
             The append would break the series' accounting (another dataset, a larger ε, an overlapping
-            period, another privacy unit, a series not completed or not a series); nothing is recorded.
+            period, another privacy unit, a δ above the series', a series not completed or not a series);
+            nothing is recorded.
         BudgetExceededError
             A ``sequential`` series' new periods would exceed the dataset's total.
         """
@@ -241,6 +244,8 @@ class Ledger:
         eps, dlt = exact_value(epsilon, "epsilon"), exact_value(delta, "delta")
         if eps <= 0:
             raise ParameterError(f"epsilon (the privacy budget) must be > 0, got {format_exact(eps)}")
+        if not 0 <= dlt < 1:
+            raise ParameterError(f"delta must be in [0, 1), got {format_exact(dlt)}")
         run_id = secrets.token_hex(16) if run_id is None else run_id
         if not isinstance(run_id, str) or not RELEASE_ID.match(run_id):
             raise ParameterError(f"a release id is 32 lowercase hex digits, got {run_id!r}")
@@ -250,7 +255,7 @@ class Ledger:
             if series is None:
                 raise ParameterError(f"there is no series {series_id} in the ledger {self.path}")
             target = _ds.target(conn, dataset)
-            why = _series.append_refusal(series, target, composition, unit, eps, periods, format_exact)
+            why = _series.append_refusal(series, target, composition, unit, eps, periods, format_exact, delta=dlt)
             if why:
                 raise ParameterError(why)
             before = self._budget(conn, target, releases=False)
