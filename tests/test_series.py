@@ -499,6 +499,23 @@ def test_a_one_pass_person_series_needs_a_mechanism_linear_in_the_cap():
     assert ok.metadata["series"]["composition"] == "one-pass"
 
 
+def test_a_per_record_series_of_several_points_needs_a_mechanism_linear_in_the_contribution():
+    """A record's c points have their own times and may fall in c periods. PrivTHR_EM with bior2.2 is not
+    1/c-DP for one point at c = 3 (the quality's sensitivity is 20, not 3 × 7): its parallel accounting would
+    cost more than epsilon, so it is refused; one point per record, or haar, is accounted as before."""
+    x, y, t = _points(600, months=2)
+    kw = dict(method="privthr-em", wavelet="bior2.2", cell_m=100, epsilon=1.0, **DOMAIN, time=t, period="month",
+              period_start="2014-01-01", period_end="2014-03-01", seed=1)
+    with pytest.raises(ParameterError, match="not 1/c-DP for one point"):
+        dpgeo.wavecluster((x, y, "EPSG:32615"), sensitivity=3, **kw)
+    for ok in (dict(sensitivity=1), dict(sensitivity=3, wavelet="haar")):
+        res = dpgeo.wavecluster((x, y, "EPSG:32615"), **{**kw, **ok})
+        assert res.metadata["series"]["composition"] == "parallel"
+    res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), sensitivity=3, ledger=False, **{**SPANS, **{
+        k: kw[k] for k in ("time", "period", "period_start", "period_end", "seed")}})
+    assert res.metadata["series"]["unit"] == "record:3"
+
+
 # -- running totals: the binary-tree mechanism ---------------------------------------------------------------------
 
 def test_tree_totals_are_sums_of_the_dyadic_nodes_and_their_noise_has_the_stated_scale():
