@@ -277,6 +277,34 @@ def test_an_appended_period_costs_nothing_more_and_continues_the_ids(tmp_path):
         dpgeo.dbscan_spans((x, y, "EPSG:32615"), dataset="d", ledger=ledger, **{**SPANS, "epsilon": 0.6})
 
 
+def test_an_append_must_compute_each_record_s_period_as_the_series_did(tmp_path):
+    """Another time column (t2 = t1 + 61 days) would put April and May's records in June and July: every record
+    released twice while the ledger shows epsilon once. Refused, as is another time format; the same column and
+    format are appended as before."""
+    import geopandas as gpd
+
+    x, y, t = _points(2000, months=4)
+    t1 = pd.to_datetime(t + 90 * 86400, unit="s", utc=True)  # April to July
+    gdf = gpd.GeoDataFrame({"t1": t1.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "t2": (t1 + pd.Timedelta(days=61)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "t3": t1.strftime("%d/%m/%Y %H:%M:%S")},
+                           geometry=gpd.points_from_xy(x, y), crs="EPSG:32615")
+    ledger = Ledger(tmp_path / "l.sqlite")
+    kw = dict(period="month", dataset="d", ledger=ledger, **SPANS)
+    s = dpgeo.dbscan_spans(gdf, time="t1", period_start="2014-04-01", period_end="2014-06-01", **kw)
+    later = dict(period_start="2014-06-01", period_end="2014-08-01", append=s, **kw)
+    with pytest.raises(ParameterError, match="times were read from 't1', this run's from 't2'"):
+        dpgeo.dbscan_spans(gdf, time="t2", **later)
+    with pytest.raises(ParameterError, match="time format is None, this run's '%d/%m/%Y %H:%M:%S'"):
+        dpgeo.dbscan_spans(gdf, time="t3", time_format="%d/%m/%Y %H:%M:%S", **later)
+    with pytest.raises(ParameterError, match="time zone is 'UTC', this run's 'Europe/Paris'"):
+        dpgeo.dbscan_spans(gdf, time="t1", timezone="Europe/Paris", **later)
+    assert len(ledger.series(s.metadata["series_id"]).periods) == 2  # nothing appended
+    assert s.metadata["series"]["time_column"] == "t1" and s.metadata["series"]["time_format"] is None
+    ok = dpgeo.dbscan_spans(gdf, time="t1", **later)
+    assert ok.periods == ["2014-04", "2014-05", "2014-06", "2014-07"] and ledger.budget("d").spent_epsilon == 1
+
+
 def test_person_accounting_series_and_period(tmp_path):
     x, y, t = _points(3000, months=3)
     person = np.arange(x.size) % 300  # 300 people with ~12 points each, spread over the months
@@ -384,6 +412,55 @@ def test_an_append_that_fails_before_noise_frees_its_periods(tmp_path):
     assert ledger.settle(b.release_id, "completed") == "failed"
 
 
+def test_a_per_period_person_series_is_charged_each_period_s_own_epsilon(tmp_path):
+    """A heat series at 0.1 for two months and an append at 2 for two more spends 0.1 + 0.1 + 2 + 2 = 4.2, not
+    4 × 0.1: the ledger sums the epsilon recorded with each charged period, in the budget, its cap check and
+    the record of the series."""
+    x, y, t = _points(2000, months=4)
+    person = np.arange(x.size) % 200
+    ledger = Ledger(tmp_path / "l.sqlite")
+    kw = dict(time=t, period="month", person=person, max_points_per_person=3, person_accounting="period",
+              cell_m=250, dataset="d", ledger=ledger, **DOMAIN)
+    s = dpgeo.heat((x, y, "EPSG:32615"), epsilon=0.1, period_start="2014-01-01", period_end="2014-03-01", **kw)
+    assert s.metadata["series"]["composition"] == "sequential" and ledger.budget("d").spent_epsilon == Fraction(1, 5)
+    a = dpgeo.heat((x, y, "EPSG:32615"), epsilon=2, period_start="2014-03-01", period_end="2014-05-01", append=s,
+                   **kw)
+    assert a.periods == ["2014-01", "2014-02", "2014-03", "2014-04"]
+    b = ledger.budget("d")
+    assert b.spent_epsilon == Fraction(21, 5) and b.releases[0].cost[0] == Fraction(21, 5)
+    assert [p.epsilon for p in b.releases[0].periods] == [Fraction(1, 10)] * 2 + [Fraction(2)] * 2
+    ledger.set_total("d", 5)  # 0.8 left: the cap check counts the appended periods at their own epsilon
+    with pytest.raises(BudgetExceededError, match="4.2 is spent"):
+        ledger.append_periods(s.metadata["series_id"], dataset="d", periods=[(T0 + 200 * 86400, T0 + 201 * 86400,
+                                                                              "x")],
+                              epsilon=1, composition="sequential", unit="person:3")
+    r = ledger.append_periods(s.metadata["series_id"], dataset="d", periods=[(T0 + 200 * 86400, T0 + 201 * 86400,
+                                                                              "x")],
+                              epsilon=0.5, composition="sequential", unit="person:3")
+    assert r.spent_epsilon == Fraction(47, 10)
+    r.cancel()
+    assert ledger.budget("d").spent_epsilon == Fraction(21, 5)
+
+
+def test_an_append_checks_its_delta(tmp_path):
+    """The ledger's append takes the range check of reserve, and a delta at most the series' (a parallel series is
+    charged its delta once; a sequential one the series' delta per period)."""
+    ledger = Ledger(tmp_path / "l.sqlite")
+    for comp, unit in [("parallel", "record:1"), ("sequential", "person:2")]:
+        s = ledger.reserve(comp, epsilon=1, delta=Fraction(1, 10 ** 6), mechanism="m", periods=[(0, 10, "a")],
+                           composition=comp, unit=unit)
+        s.complete()
+        app = dict(dataset=comp, periods=[(10, 20, "b")], epsilon=1, composition=comp, unit=unit)
+        for bad in (-0.5, 1, 2):
+            with pytest.raises(ParameterError, match=r"delta must be in \[0, 1\)"):
+                ledger.append_periods(s.release_id, delta=bad, **app)
+        with pytest.raises(ParameterError, match="at most the series' delta"):
+            ledger.append_periods(s.release_id, delta=Fraction(1, 10 ** 5), **app)
+        ledger.append_periods(s.release_id, delta=Fraction(1, 10 ** 6), **app).complete()
+    assert ledger.budget("parallel").spent_delta == Fraction(1, 10 ** 6)
+    assert ledger.budget("sequential").spent_delta == Fraction(2, 10 ** 6)
+
+
 # -- the command line ----------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not UBER.exists(), reason="the shared Uber sample is not available")
@@ -420,6 +497,23 @@ def test_a_one_pass_person_series_needs_a_mechanism_linear_in_the_cap():
     assert res.metadata["series"]["composition"] == "sequential"
     ok = dpgeo.wavecluster((x, y, "EPSG:32615"), **{**kw, "wavelet": "haar"})
     assert ok.metadata["series"]["composition"] == "one-pass"
+
+
+def test_a_per_record_series_of_several_points_needs_a_mechanism_linear_in_the_contribution():
+    """A record's c points have their own times and may fall in c periods. PrivTHR_EM with bior2.2 is not
+    1/c-DP for one point at c = 3 (the quality's sensitivity is 20, not 3 × 7): its parallel accounting would
+    cost more than epsilon, so it is refused; one point per record, or haar, is accounted as before."""
+    x, y, t = _points(600, months=2)
+    kw = dict(method="privthr-em", wavelet="bior2.2", cell_m=100, epsilon=1.0, **DOMAIN, time=t, period="month",
+              period_start="2014-01-01", period_end="2014-03-01", seed=1)
+    with pytest.raises(ParameterError, match="not 1/c-DP for one point"):
+        dpgeo.wavecluster((x, y, "EPSG:32615"), sensitivity=3, **kw)
+    for ok in (dict(sensitivity=1), dict(sensitivity=3, wavelet="haar")):
+        res = dpgeo.wavecluster((x, y, "EPSG:32615"), **{**kw, **ok})
+        assert res.metadata["series"]["composition"] == "parallel"
+    res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), sensitivity=3, ledger=False, **{**SPANS, **{
+        k: kw[k] for k in ("time", "period", "period_start", "period_end", "seed")}})
+    assert res.metadata["series"]["unit"] == "record:3"
 
 
 # -- running totals: the binary-tree mechanism ---------------------------------------------------------------------

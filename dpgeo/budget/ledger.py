@@ -197,7 +197,7 @@ class Ledger:
             new = conn.execute("INSERT OR IGNORE INTO datasets (name, created_date) VALUES (?, ?)",
                                (dataset, today)).rowcount == 1
             before = self._budget(conn, dataset, releases=False)
-            cost_e, cost_d = series_cost(composition, eps, dlt, "reserved", len(periods or ()))
+            cost_e, cost_d = series_cost(composition, eps, dlt, "reserved", [eps] * len(periods or ()))
             check_fits(before, cost_e, cost_d)
             conn.execute("INSERT INTO releases (release_id, dataset, status, date, mechanism, epsilon, delta, analyst, "
                          "dpgeo_version, composition, unit) VALUES (?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -223,14 +223,17 @@ class Ledger:
         it spends: nothing for a ``parallel`` series (one record lies in one
         period; docs/privacy.md §6) — provided the periods are disjoint from
         every period of the series and ``epsilon`` is at most the series' ε;
-        ε per period for a ``sequential`` one (checked against the total). A
+        ε per period for a ``sequential`` one (checked against the total). In
+        both, ``delta`` is at most the series' δ (a parallel series costs its
+        δ once; a sequential one is charged the series' δ per period). A
         ``one-pass`` series takes no appended period.
 
         Raises
         ------
         ParameterError
             The append would break the series' accounting (another dataset, a larger ε, an overlapping
-            period, another privacy unit, a series not completed or not a series); nothing is recorded.
+            period, another privacy unit, a δ above the series', a series not completed or not a series);
+            nothing is recorded.
         BudgetExceededError
             A ``sequential`` series' new periods would exceed the dataset's total.
         """
@@ -241,6 +244,8 @@ class Ledger:
         eps, dlt = exact_value(epsilon, "epsilon"), exact_value(delta, "delta")
         if eps <= 0:
             raise ParameterError(f"epsilon (the privacy budget) must be > 0, got {format_exact(eps)}")
+        if not 0 <= dlt < 1:
+            raise ParameterError(f"delta must be in [0, 1), got {format_exact(dlt)}")
         run_id = secrets.token_hex(16) if run_id is None else run_id
         if not isinstance(run_id, str) or not RELEASE_ID.match(run_id):
             raise ParameterError(f"a release id is 32 lowercase hex digits, got {run_id!r}")
@@ -250,7 +255,7 @@ class Ledger:
             if series is None:
                 raise ParameterError(f"there is no series {series_id} in the ledger {self.path}")
             target = _ds.target(conn, dataset)
-            why = _series.append_refusal(series, target, composition, unit, eps, periods, format_exact)
+            why = _series.append_refusal(series, target, composition, unit, eps, periods, format_exact, delta=dlt)
             if why:
                 raise ParameterError(why)
             before = self._budget(conn, target, releases=False)
@@ -367,11 +372,13 @@ class Ledger:
             tot_d = Fraction(0)
         totals = {"total_epsilon": tot_e, "total_delta": tot_d, "total_set_date": row[2], "total_set_by": row[3]}
         if not releases:  # only what the cap check needs
-            rows = conn.execute("SELECT epsilon, delta, status, composition, (SELECT count(*) FROM release_periods p "
-                                "WHERE p.release_id = r.release_id AND p.status IN ('reserved', 'completed', 'failed'))"
-                                f" FROM releases r WHERE {where} AND (status <> 'cancelled' OR composition = "
-                                "'sequential')", keys).fetchall()
-            costs = [series_cost(r[3], self._parse(r[0]), self._parse(r[1]), r[2], r[4]) for r in rows]
+            # a sequential series: the ε recorded with each charged period (an append's may differ from the row's)
+            rows = conn.execute("SELECT epsilon, delta, status, composition, (SELECT group_concat(p.epsilon, ' ') "
+                                "FROM release_periods p WHERE p.release_id = r.release_id AND p.status IN "
+                                "('reserved', 'completed', 'failed')) FROM releases r WHERE "
+                                f"{where} AND (status <> 'cancelled' OR composition = 'sequential')", keys).fetchall()
+            costs = [series_cost(r[3], self._parse(r[0]), self._parse(r[1]), r[2],
+                                 [self._parse(e) for e in (r[4] or "").split()]) for r in rows]
             spent_e = sum((c[0] for c in costs), Fraction(0))
             spent_d = sum((c[1] for c in costs), Fraction(0))
             return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, **totals)

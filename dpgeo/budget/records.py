@@ -85,9 +85,9 @@ class ReleaseRecord:
     @property
     def cost(self) -> tuple:
         """``(ε, δ)`` this release spends from its dataset: its own for a release; for a series, ε once
-        (``parallel``, ``one-pass``) or ε for every charged period (``sequential``)."""
+        (``parallel``, ``one-pass``) or each charged period's own ε (``sequential``)."""
         return series_cost(self.composition, self.epsilon, self.delta, self.status,
-                           sum(p.charged for p in self.periods))
+                           [p.epsilon for p in self.periods if p.charged])
 
     def to_dict(self) -> dict:
         """JSON-ready: ε and δ as the nearest floats."""
@@ -100,11 +100,18 @@ class ReleaseRecord:
         return d
 
 
-def series_cost(composition, epsilon, delta, status, n_charged_periods):
-    """What a ledger row spends: ``(ε, δ)``, exact."""
+def series_cost(composition, epsilon, delta, status, charged_period_epsilons):
+    """What a ledger row spends: ``(ε, δ)``, exact.
+
+    ``charged_period_epsilons`` holds the ε of each of a series' charged periods, as recorded with the period:
+    a ``sequential`` series spends their sum (a period appended at another ε than the series' is charged its
+    own), and the series' δ for each of them (an append's δ is at most the series'). Other rows spend their
+    ε and δ once, when charged.
+    """
     zero = Fraction(0)
     if composition == "sequential":
-        return epsilon * n_charged_periods, delta * n_charged_periods
+        eps = list(charged_period_epsilons)
+        return sum(eps, zero), delta * len(eps)
     if status not in CHARGED:
         return zero, zero
     return epsilon, delta

@@ -66,9 +66,9 @@ def set_period_status(conn, run_id, status, only_reserved=True) -> int:
     return conn.execute(f"UPDATE release_periods SET status = ? WHERE run_id = ?{cond}", (status, run_id)).rowcount
 
 
-def append_refusal(series, dataset, composition, unit, epsilon, periods, fmt) -> str | None:
-    """Why appending ``periods`` at ``epsilon`` to ``series`` (a ReleaseRecord) breaks the series' accounting,
-    or None when it may be appended. ``dataset`` is the target dataset of the run."""
+def append_refusal(series, dataset, composition, unit, epsilon, periods, fmt, delta=0) -> str | None:
+    """Why appending ``periods`` at ``epsilon`` (and ``delta``) to ``series`` (a ReleaseRecord) breaks the series'
+    accounting, or None when it may be appended. ``dataset`` is the target dataset of the run."""
     sid = series.release_id
     if series.composition is None:
         return f"release {sid} is not a series: only a series takes appended periods"
@@ -89,6 +89,9 @@ def append_refusal(series, dataset, composition, unit, epsilon, periods, fmt) ->
         return (f"an appended period costs nothing more only at the series' epsilon or less ({fmt(series.epsilon)}); "
                 f"this run asks for {fmt(epsilon)}. Run it with epsilon <= {fmt(series.epsilon)}, or as a new "
                 "release charged in full")
+    if delta > series.delta:  # the series' row holds its δ: charged once (parallel) or per period (sequential)
+        return (f"an appended period may use at most the series' delta ({fmt(series.delta)}); this run asks for "
+                f"{fmt(delta)}. Run it with delta <= {fmt(series.delta)}, or as a new release charged in full")
     used = [p for p in series.periods if p.status != "cancelled"]
     for a, b, label in periods:
         for p in used:

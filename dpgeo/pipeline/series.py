@@ -24,7 +24,8 @@ bounds ``period_start`` and ``period_end`` (:mod:`dpgeo.periods`):
 
 What a series costs (docs/privacy.md §6, "Series"): one record lies in one
 period, so under the record relation the periods compose in parallel and the
-series costs its ε once; a later period appended at the same or a smaller ε
+series costs its ε once (a record of ``c > 1`` points, whose points may lie in
+several periods, only with a mechanism linear in the contribution); a later period appended at the same or a smaller ε
 costs nothing more. Under the person relation the cap ``K`` counts either
 over the whole series (``person_accounting="series"``, the default: the cap is
 drawn in the one pass over all periods, the series costs ε once, and no period
@@ -164,6 +165,11 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
                              "a cap of K points per person over the whole series would not cost epsilon once "
                              "(docs/privacy.md §6, Series); use per-period caps: person_accounting='period' "
                              "(--person-accounting period), each period costing epsilon")
+    if composition == "parallel" and c.sensitivity > 1 and not mech.linear_in_contribution(grid, p, c):
+        raise ParameterError(f"{mech.short_title(p)} with these parameters is not {epsilon:g}/c-DP for one point, so "
+                             f"a record's {c.sensitivity} points, each in its own period, could cost more than epsilon "
+                             "once (docs/privacy.md §6, Series); release each period on its own (each charged "
+                             "epsilon), or use parameters that are linear in the contribution")
     periods = so.periods
     prior = earlier_series(so.append, mech, p, area, so, unit, composition) if so.append is not None else None
     source = NoiseSource(v["seed"])

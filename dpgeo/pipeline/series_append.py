@@ -4,9 +4,10 @@
 GeoJSON as dpgeo wrote it) or the :class:`~dpgeo.series.SeriesRelease`
 itself. Everything used from it is DP output and public parameters. The new
 periods must continue the same map — the same mechanism with the same
-parameters on the same grid (study area, working CRS), the same period kind
-and time zone, the same privacy unit — and come after the series' last
-period; the ledger then decides what they cost
+parameters on the same grid (study area, working CRS), the same period kind,
+the same privacy unit — compute each record's period the same way (the same
+time column, time format and time zone: :func:`time_basis_problems`), and
+come after the series' last period; the ledger then decides what they cost
 (:meth:`dpgeo.budget.Ledger.append_periods`). The result holds every period
 of the series, the earlier ones as they were published, and cluster ids that
 continue the earlier ones.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from ..errors import ParameterError
 
-__all__ = ["Prior", "earlier_series"]
+__all__ = ["Prior", "earlier_series", "time_basis_problems"]
 
 
 @dataclass
@@ -67,6 +68,25 @@ def _normal(obj):
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
 
 
+def time_basis_problems(info, so) -> list:
+    """How this run computes a record's period differently from the series ``info`` (its metadata's ``series``).
+
+    An appended period is free only if every record's period is computed the same way in every run of the
+    series (docs/privacy.md §6, "Series"): the same time column, time format and time zone. With another
+    column (or another reading of it) a record's time can move into the new periods and the record be
+    released twice. A series written before the time format was recorded is taken to have had none.
+    """
+    column = so.time.column if so.time.column else "given in memory"
+    out = []
+    if info.get("time_column") != column:
+        out.append(f"its times were read from {info.get('time_column')!r}, this run's from {column!r}")
+    if info.get("time_format") != so.time.time_format:
+        out.append(f"its time format is {info.get('time_format')!r}, this run's {so.time.time_format!r}")
+    if info.get("timezone") != so.periods.timezone:
+        out.append(f"its time zone is {info.get('timezone')!r}, this run's {so.periods.timezone!r}")
+    return out
+
+
 def earlier_series(append, mech, p, area, so, unit, composition) -> Prior:
     """The earlier series ``append`` (a path or a SeriesRelease), checked against this run's public settings."""
     import pandas as pd
@@ -107,9 +127,9 @@ def earlier_series(append, mech, p, area, so, unit, composition) -> Prior:
 
     if md.get("working_crs") != _crs_label(area.crs):
         problems.append(f"its working CRS is {md.get('working_crs')}, this run's {_crs_label(area.crs)}")
-    if info.get("period") != so.periods.kind or info.get("timezone") != so.periods.timezone:
-        problems.append(f"its periods are by {info.get('period')} in {info.get('timezone')}, this run's by "
-                        f"{so.periods.kind} in {so.periods.timezone}")
+    if info.get("period") != so.periods.kind:
+        problems.append(f"its periods are by {info.get('period')}, this run's by {so.periods.kind}")
+    problems += time_basis_problems(info, so)  # for privacy: each record's period computed as before
     if info.get("composition") != composition or info.get("unit") != unit:
         problems.append(f"its privacy unit differs ({info.get('unit')}, {info.get('composition')}; this run: {unit}, "
                         f"{composition})")

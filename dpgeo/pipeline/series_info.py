@@ -22,6 +22,7 @@ def series_info(periods, so, composition, c, series_id, prior=None) -> dict:
         md["period_start"] = prior.metadata["series"]["period_start"]
         md["n_periods"] = prior.n_periods + len(periods)
     md.update(series_id=series_id, time_column=so.time.column if so.time.column else "given in memory",
+              time_format=so.time.time_format,
               composition=composition, unit=f"{'person' if c.cap is not None else 'record'}:"
                                             f"{c.cap if c.cap is not None else c.sensitivity}",
               accounting=ACCOUNTING_TEXT[composition].format(k=c.cap),

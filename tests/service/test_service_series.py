@@ -13,7 +13,7 @@ TOKEN = "sam-token-0123456789abcdefghijklmnopqrstuvwx"
 SPANS = {"epsilon": 0.5, "radius_m": 300, "min_points": 30}
 
 
-def _points_with_times(path, months=4, n=3000, seed=0):
+def _points_with_times(path, months=4, n=3000, seed=0, shifted=False):
     import geopandas as gpd
     import pandas as pd
 
@@ -23,8 +23,10 @@ def _points_with_times(path, months=4, n=3000, seed=0):
     y = np.r_[rng.normal(44.98, 0.0015, k), rng.uniform(AREA[1], AREA[3], n - k)]
     month = rng.integers(1, months + 1, n)
     when = pd.to_datetime([f"2017-{m:02d}-15 12:00" for m in month])
-    gdf = gpd.GeoDataFrame({"when": when.strftime("%Y-%m-%dT%H:%M:%S")}, geometry=gpd.points_from_xy(x, y),
-                           crs="EPSG:4326")
+    cols = {"when": when.strftime("%Y-%m-%dT%H:%M:%S")}
+    if shifted:  # a second time column: each record's time two months later
+        cols["later"] = (when + pd.DateOffset(months=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    gdf = gpd.GeoDataFrame(cols, geometry=gpd.points_from_xy(x, y), crs="EPSG:4326")
     gdf.to_file(path, layer="points", driver="GPKG")
     return path
 
@@ -33,11 +35,14 @@ def _points_with_times(path, months=4, n=3000, seed=0):
 def svc(tmp_path_factory):
     d = tmp_path_factory.mktemp("series-service")
     _points_with_times(d / "calls.gpkg")
+    _points_with_times(d / "trips.gpkg", shifted=True)
     config = write_config(
         d, server={"executions_per_minute": 60, "requests_per_minute": 2000, "workers": 1},
         datasets={"calls": {"path": "calls.gpkg", "layer": "points", "study_area": AREA_TEXT, "total_epsilon": 1.2,
-                            "time_columns": ["when"], "timezone": "America/Chicago"}},
-        analysts={"sam": (TOKEN, ["calls"])})
+                            "time_columns": ["when"], "timezone": "America/Chicago"},
+                  "trips": {"path": "trips.gpkg", "layer": "points", "study_area": AREA_TEXT, "total_epsilon": 1.2,
+                            "time_columns": ["when", "later"], "timezone": "America/Chicago"}},
+        analysts={"sam": (TOKEN, ["calls", "trips"])})
     server = Server(config, d)
     yield {"server": server, "dir": d}
     server.stop()
@@ -101,3 +106,22 @@ def test_a_series_is_one_collection_charged_once_and_an_append_is_free(svc):
                                           period_start="2017-04-01", period_end="2017-06-01", append=rel2["id"]))
     assert r.status_code == 400 and "at or after the end of the series" in r.json()["detail"]
     assert ledger.budget("calls").spent_epsilon == Fraction(1, 2)
+
+
+def test_an_append_reads_the_times_as_the_series_did(svc):
+    """With another time column the records of January and February would fall in March and April and be
+    released again while the ledger shows epsilon once: the append is refused in the request, nothing charged."""
+    from dpgeo.budget import Ledger
+
+    c = Client(svc["server"].url, TOKEN)
+    base = dict(SPANS, dataset="trips", period="month")
+    r = c.execute("dp-dbscan-spans", dict(base, time="when", period_start="2017-01-01", period_end="2017-03-01"))
+    assert r.status_code == 200, r.text
+    rid = r.json()["release"]["id"]
+    assert r.json()["release"]["metadata"]["series"]["time_column"] == "when"
+    r = c.execute("dp-dbscan-spans", dict(base, time="later", period_start="2017-03-01", period_end="2017-05-01",
+                                          append=rid))
+    assert r.status_code == 400 and "times were read from 'when', this run's from 'later'" in r.json()["detail"]
+    ledger = Ledger(svc["dir"] / "ledger.sqlite")
+    assert [p.label for p in ledger.series(rid).periods] == ["2017-01", "2017-02"]
+    assert ledger.budget("trips").spent_epsilon == Fraction(1, 2)
