@@ -20,6 +20,7 @@ from ..histogram import (
 )
 from ..mechanisms.dbscan import DEFAULT_BETA, dbscan_cells, noise_bound
 from ..mechanisms.levels import DEFAULT_FDR
+from ..mechanisms.resolution import TOTAL_SHARE
 from ..noise import discrete_laplace_q, noise_rate, sum_interval_halfwidth
 from ..polygons import cluster_polygons
 from ..release import Release
@@ -57,7 +58,7 @@ SPANS_PARAMS = (
     Param("radius_m", "number", "DBSCAN radius r",
           "DBSCAN radius α: a cell is a core cell when its α-neighbourhood holds at least MinPts points "
           "(certainly, with the noise bound Γ added). Cells are η′·α/√2 wide. Leave out together with MinPts "
-          "(auto): 5% of ε then buys a noisy total that fixes the cell width, and the clusters are chosen over "
+          f"(auto): {TOTAL_SHARE:.0%} of ε then buys a noisy total that fixes the cell width, and the clusters are chosen over "
           "every density level of one histogram.",
           default=None, unit="metres", minimum=0, exclusive_minimum=True, maximum=100_000, flag="--radius",
           qgis_name="RADIUS", label="radius"),

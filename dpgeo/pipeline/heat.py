@@ -38,6 +38,13 @@ _CLAMP = ("dp_count is the released noisy count clamped at 0 (post-processing; d
 #: The most cells a square hot-spot neighbourhood may have.
 MAX_NEIGHBOURHOOD_CELLS = 40_000
 
+#: Default σ of the bands' smoothing kernel, in cell widths (H3: centre spacings). A convention (about the
+#: cells' own scale), not tuned.
+BANDWIDTH_CELLS = 2.0
+#: Default neighbourhood radius of hot spots on square cells, in cell widths: the 3 × 3 block (queen
+#: contiguity, the usual Gi* neighbourhood). A convention, not tuned.
+HOTSPOT_RADIUS_CELLS = 1.5
+
 #: The two ways of laying cells over the study area (exactly one is given).
 CELL_PARAMS = (
     Param("cell_m", "number", "Cell size",
@@ -63,8 +70,8 @@ HEAT_PARAMS = CELL_PARAMS + (
           default=None, minimum=1, maximum=20, flag="--bands", qgis_name="BANDS", label="bands (density bands)",
           none_means="none (the cells)"),
     Param("bandwidth_m", "number", "Smoothing bandwidth",
-          "σ of the Gaussian kernel that smooths the counts before they are cut into bands (default: 2 cell "
-          "widths, or 2 H3 centre spacings).",
+          "σ of the Gaussian kernel that smooths the counts before they are cut into bands (default: "
+          f"{BANDWIDTH_CELLS:g} cell widths, or {BANDWIDTH_CELLS:g} H3 centre spacings).",
           unit="metres", default=None, minimum=0, exclusive_minimum=True, maximum=1_000_000, advanced=True,
           flag="--bandwidth", label="bandwidth_m (smoothing kernel)"),
     Param("histogram", "choice", "Empty cells",
@@ -81,7 +88,7 @@ HEAT_PARAMS = CELL_PARAMS + (
 HOTSPOT_PARAMS = CELL_PARAMS + (
     Param("radius_m", "number", "Neighbourhood radius",
           "Square cells: a cell's neighbourhood is every cell whose centre lies within this distance of its "
-          "centre, itself included (default 1.5 cell widths: the 3 × 3 block).",
+          f"centre, itself included (default {HOTSPOT_RADIUS_CELLS:g} cell widths: the 3 × 3 block).",
           unit="metres", default=None, minimum=0, exclusive_minimum=True, maximum=1_000_000, flag="--radius",
           qgis_name="RADIUS", label="radius_m (neighbourhood radius)"),
     Param("k", "integer", "H3 neighbourhood ring",
@@ -273,7 +280,7 @@ examples:
         _progress(progress, 0.6, "layer")
         if p.bands is None:
             return Outcome(count_layer(hist), md, hist)
-        bw = p.bandwidth_m if p.bandwidth_m is not None else 2.0 * _spacing(hist.grid)
+        bw = p.bandwidth_m if p.bandwidth_m is not None else BANDWIDTH_CELLS * _spacing(hist.grid)
         layer, bmd = density_bands(hist, n_bands=p.bands, bandwidth_m=bw)
         md.update(bmd)
         md["layer"] = "density bands"
@@ -328,7 +335,7 @@ examples:
 
     @staticmethod
     def _radius(p):
-        return p.radius_m if p.radius_m is not None else 1.5 * p.cell_m
+        return p.radius_m if p.radius_m is not None else HOTSPOT_RADIUS_CELLS * p.cell_m
 
     def _neighbours(self, p):
         if p.h3_resolution is not None:
