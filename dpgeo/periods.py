@@ -41,7 +41,7 @@ import numpy as np
 from .errors import ParameterError
 
 __all__ = ["PERIOD_KINDS", "MAX_PERIODS", "Periods", "make_periods", "parse_instant", "check_timezone",
-           "iso_utc", "DEFAULT_TIMEZONE"]
+           "iso_utc", "DEFAULT_TIMEZONE", "periods_from_metadata"]
 
 #: The period kinds a series may have, shortest first.
 PERIOD_KINDS = ("day", "week", "month", "quarter", "year")
@@ -237,12 +237,6 @@ class Periods:
         return {"period": self.kind, "timezone": self.timezone, "period_start": iso_utc(self.start),
                 "period_end": iso_utc(self.end), "n_periods": len(self)}
 
-    def subset(self, indices) -> "Periods":
-        """The periods ``indices`` (consecutive) as periods of their own."""
-        idx = list(indices)
-        return Periods(self.kind, self.timezone, tuple(self.bounds[idx[0]:idx[-1] + 2]),
-                       tuple(self.labels[i] for i in idx))
-
 
 def make_periods(period, period_start, period_end, timezone=None) -> Periods:
     """The periods of kind ``period`` from ``period_start`` (included) to ``period_end`` (excluded).
@@ -294,5 +288,3 @@ def periods_from_metadata(md: dict) -> Periods:
     """The periods a series' metadata describes (``period``, ``timezone``, ``period_start``, ``period_end``)."""
     return make_periods(md["period"], md["period_start"], md["period_end"], md.get("timezone"))
 
-
-__all__.append("periods_from_metadata")

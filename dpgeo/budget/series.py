@@ -15,7 +15,7 @@ from __future__ import annotations
 import numbers
 
 from ..errors import ParameterError
-from .records import CHARGED, COMPOSITIONS, PeriodRecord
+from .records import COMPOSITIONS, PeriodRecord
 
 __all__ = ["check_periods", "check_composition", "insert_periods", "period_records", "append_refusal",
            "set_period_status"]
@@ -108,6 +108,3 @@ def _unit_words(unit):
         return f"one person with at most {n} points"
     return f"one record with at most {n} point(s)"
 
-
-def charged(status) -> bool:
-    return status in CHARGED
