@@ -71,12 +71,11 @@ def is_auto(p) -> bool:
     return p.get("radius_m") is None and p.get("min_points") is None
 
 
-def check_auto(p) -> None:
-    """The spans' parameters together: both radius and MinPts, or neither; the settings of each kind of run."""
+def check_auto(p, params) -> None:
+    """The spans' parameters together: both radius and MinPts, or neither; the settings of each kind of run
+    (``params``: the spans' declared parameters, whose defaults the run without a radius must keep)."""
     if is_auto(p):
-        from .dbscan import SPANS_PARAMS  # the declaration (it imports this module)
-
-        grid_params = [q for q in SPANS_PARAMS if q.name in ("eta", "histogram", "gamma")]
+        grid_params = [q for q in params if q.name in ("eta", "histogram", "gamma")]
         given = [q.name for q in grid_params if p.get(q.name, q.default) != q.default]
         if given:
             raise ParameterError(f"{', '.join(given)} set(s) the grid of a run with a radius; without radius_m and "

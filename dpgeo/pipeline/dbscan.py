@@ -157,7 +157,7 @@ examples:
         return AUTO_MECHANISM if is_auto(p) else "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
 
     def check(self, p):
-        check_auto(p)
+        check_auto(p, self.params)
 
     def check_run(self, p, epsilon, c):
         if is_auto(p) and epsilon is not None:
