@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpgeo import noise
+from dpgeo import noise, noise_laws
 from dpgeo.errors import ParameterError
 
 ALPHA = 1e-6
@@ -158,7 +158,7 @@ def test_discrete_laplace_sf_matches_pmf():
 @pytest.mark.parametrize("tail", [0.05, 1e-6])
 def test_continuous_bound_is_valid_and_at_most_2k_above_the_exact_one(k, eps, tail):
     q = math.exp(-eps)
-    exact = noise._smallest_t(lambda t: 2.0 * noise.sum_sf(t, k, q)[0], tail, k, q)
+    exact = noise_laws._smallest_t(lambda t: 2.0 * noise.sum_sf(t, k, q)[0], tail, k, q)
     g = noise.continuous_abs_bound(k, q, tail)
     assert exact <= g <= exact + 2 * k + 1, (exact, g)
     assert 2.0 * noise.sum_sf(g, k, q)[0] <= tail  # valid by the exact law
@@ -190,8 +190,8 @@ def test_tiny_epsilon_bounds_scale_as_one_over_epsilon_and_need_no_exact_law():
 def test_interval_fallback_covers_at_least_95_percent(monkeypatch):
     # force the fallback where the exact law is cheap, and check it against that law
     q = math.exp(-0.05)
-    monkeypatch.setattr(noise, "EXACT_INTERVAL_MAX_FFT", 1)
+    monkeypatch.setattr(noise_laws, "EXACT_INTERVAL_MAX_FFT", 1)
     for k in (1, 4, 16):
         h = noise.sum_interval_halfwidth(k, q)
         assert 2.0 * noise.sum_sf(h, k, q)[0] <= 0.05
-        assert h <= noise._halfwidth_exact(k, q, 0.95) + 2 * k + 1
+        assert h <= noise_laws._halfwidth_exact(k, q, 0.95) + 2 * k + 1
