@@ -299,6 +299,32 @@ def test_sync_release_is_published_as_a_features_collection(svc):
     svc["release_doc"] = res
 
 
+def test_release_files_carry_the_release_day_not_the_write_time(svc):
+    """A release file's Last-Modified is its release day at 00:00 UTC and its ETag comes from the release id: the
+    moment the worker wrote it, less the job's ``started``, would be the unpadded (data-dependent) run time."""
+    import datetime as dt
+    import os
+    from email.utils import parsedate_to_datetime
+
+    anon, rid = client(svc), svc["release"]
+    day = svc["release_doc"]["release"]["date"]
+    midnight = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
+    folder = svc["dir"] / "releases"
+    for kind, path in (("gpkg", "files/gpkg"), ("geojson", "files/geojson"), ("html", "map")):
+        on_disk = folder / f"{rid}.{kind}"
+        assert os.stat(on_disk).st_mtime == midnight.timestamp(), kind  # the files themselves, at the root
+        first = anon.get(f"/collections/{rid}/{path}")
+        assert first.status_code == 200, (kind, first.status_code)
+        assert parsedate_to_datetime(first.headers["last-modified"]) == midnight, (kind, first.headers)
+        etag = first.headers["etag"]
+        assert rid in etag, (kind, etag)
+        os.utime(on_disk)  # a file touched later (a copy, a restore): the answer does not change with it
+        again = anon.request("HEAD", f"/collections/{rid}/{path}")
+        assert again.headers["etag"] == etag and again.headers["last-modified"] == first.headers["last-modified"]
+        stamp = midnight.timestamp()
+        os.utime(on_disk, (stamp, stamp))
+
+
 def test_async_job_belongs_to_its_analyst(svc):
     alice, bob = client(svc, "alice"), client(svc, "bob")
     r = alice.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 0.25, "grid_size": 64}, asynchronous=True)

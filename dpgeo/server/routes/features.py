@@ -21,7 +21,7 @@ from ..features import (
     parse_items_query,
 )
 from ..problems import ApiError
-from ..releases import RELEASE_ID
+from ..releases import RELEASE_ID, file_headers
 from ..service import JSON, json_response, service
 
 __all__ = ["router"]
@@ -90,11 +90,11 @@ async def item(cid: str, fid: str, request: Request):
 @router.get("/collections/{cid}/map")
 async def web_map(cid: str, request: Request):
     svc = service(request)
-    await run_in_threadpool(_release_record, svc, request, cid)
+    rec = await run_in_threadpool(_release_record, svc, request, cid)
     path = svc.releases.path(cid, "html")
     if path is None:
         raise ApiError.not_found("map for this collection")
-    return FileResponse(path, media_type="text/html; charset=utf-8")
+    return FileResponse(path, media_type="text/html; charset=utf-8", headers=file_headers(rec, "html"))
 
 
 @router.get("/collections/{cid}/files/{kind}")
@@ -107,7 +107,8 @@ async def release_file(cid: str, kind: str, request: Request):
     if path is None:
         raise ApiError.not_found("file")
     media = "application/geopackage+sqlite3" if kind == "gpkg" else GEOJSON
-    return FileResponse(path, media_type=media, filename=f"{_slug(rec.get('title') or cid)}.{kind}")
+    return FileResponse(path, media_type=media, filename=f"{_slug(rec.get('title') or cid)}.{kind}",
+                        headers=file_headers(rec, kind))
 
 
 def _slug(text):
