@@ -261,7 +261,8 @@ class ReleaseStore:
         return rec
 
     def features(self, release_id):
-        """``(features, bounds)`` of a release: GeoJSON feature dicts with ids, and an (n, 4) bounds array."""
+        """``(features, bounds)`` of a release: GeoJSON feature dicts with ids, and an (n, 4) bounds array; None when
+        the release or its GeoJSON file is missing (callers answer 404)."""
         p = self.path(release_id, "geojson")
         if p is None:
             return None

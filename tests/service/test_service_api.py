@@ -352,6 +352,23 @@ def test_async_job_belongs_to_its_analyst(svc):
     svc["job"] = jid
 
 
+def test_a_release_whose_geojson_is_gone_is_a_404_not_a_500(svc):
+    """A published release whose GeoJSON file has gone (removed by hand, a partial restore): its items, one item and
+    its job's results are answered 404 with an exception document, as a missing release."""
+    alice, anon = client(svc, "alice"), client(svc)
+    rid = alice.get(f"/jobs/{svc['job']}/results").json()["release"]["id"]
+    geojson = svc["dir"] / "releases" / f"{rid}.geojson"
+    aside = geojson.with_name(geojson.name + ".aside")
+    geojson.rename(aside)
+    try:
+        for path in (f"/collections/{rid}/items", f"/collections/{rid}/items/1"):
+            assert is_problem(anon.get(path), 404)["type"].endswith("not-found"), path
+        assert "no-such-job" in is_problem(alice.get(f"/jobs/{svc['job']}/results"), 404)["type"]
+    finally:
+        aside.rename(geojson)
+    assert anon.get(f"/collections/{rid}/items").status_code == 200
+
+
 def test_dp_kmeans_release(svc):
     kim = client(svc, "kim")
     d = kim.get("/processes/dp-kmeans").json()

@@ -36,6 +36,14 @@ def _release_record(svc, request, cid):
     return rec
 
 
+def _release_features(svc, cid):
+    """A release's features and bounds; a release whose GeoJSON is gone is answered as a missing one."""
+    found = svc.releases.features(cid)
+    if found is None:
+        raise ApiError.not_found("collection")
+    return found
+
+
 @router.get("/collections")
 async def collections(request: Request):
     svc = service(request)
@@ -70,7 +78,7 @@ async def items(cid: str, request: Request):
         query = parse_items_query(dict(request.query_params))
     except ParameterError as exc:
         raise ApiError.invalid(str(exc)) from None
-    feats, bounds = await run_in_threadpool(svc.releases.features, cid)
+    feats, bounds = await run_in_threadpool(_release_features, svc, cid)
     doc = await run_in_threadpool(items_document, rec, feats, bounds, query, svc.base(request), str(request.url))
     return json_response(doc, media_type=GEOJSON, headers={"Content-Crs": f"<{CRS84}>"})
 
@@ -79,7 +87,7 @@ async def items(cid: str, request: Request):
 async def item(cid: str, fid: str, request: Request):
     svc = service(request)
     rec = await run_in_threadpool(_release_record, svc, request, cid)
-    feats, _ = await run_in_threadpool(svc.releases.features, cid)
+    feats, _ = await run_in_threadpool(_release_features, svc, cid)
     for f in feats:
         if str(f["id"]) == fid:
             return json_response(item_document(rec, f, svc.base(request)), media_type=GEOJSON,

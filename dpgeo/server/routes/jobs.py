@@ -69,15 +69,19 @@ async def job_results(job_id: str, request: Request):
 
 def results_response(svc, job, base, headers=None, raw=False):
     """The results of a successful job: the release's summary and its layer, as asked for."""
+    gone = ApiError(404, OGC + "no-such-job", "No such result", "this release is no longer published")
     rec = svc.releases.get(job["release_id"])
     if rec is None:
-        raise ApiError(404, OGC + "no-such-job", "No such result", "this release is no longer published")
+        raise gone
     outputs = job.get("outputs")
     results = {}
     if outputs is None or "release" in outputs:
         results["release"] = release_summary(rec, base)
     if outputs is None or "layer" in outputs:
-        feats, _ = svc.releases.features(rec["id"])
+        found = svc.releases.features(rec["id"])
+        if found is None:  # its GeoJSON is gone: answered like a release no longer published
+            raise gone
+        feats, _ = found
         results["layer"] = {"type": "FeatureCollection", "features": feats, "dpgeo": rec["metadata"]}
     if raw and len(results) == 1:
         key, value = next(iter(results.items()))
