@@ -644,6 +644,17 @@ def test_refusals_by_content_length_are_in_the_access_log(svc):
     assert logged() == before + 2
 
 
+def test_a_method_not_allowed_says_which_are(svc):
+    """A 405 carries its Allow header (RFC 9110), the same methods OPTIONS lists, as well as the exception
+    document."""
+    anon = client(svc)
+    for method, path in (("POST", "/processes"), ("DELETE", "/collections"),
+                         ("GET", "/processes/dp-dbscan-spans/execution")):
+        r = anon.request(method, path)
+        assert is_problem(r, 405)
+        assert r.headers.get("allow") == anon.request("OPTIONS", path).headers["allow"], (method, path, r.headers)
+
+
 def test_head_and_options_on_the_read_routes(svc):
     anon, rid = client(svc), svc["release"]
     for path in ("/", "/conformance", "/api", "/processes", "/processes/dp-dbscan-spans", "/collections",
