@@ -627,6 +627,16 @@ def test_query_parameters_are_refused_with_an_exception_document_that_echoes_not
     assert is_problem(r, 400) and "abc" not in r.text
 
 
+def test_a_refused_jobs_paging_parameter_is_named_with_its_own_bounds(svc):
+    alice = client(svc, "alice")
+    limit = is_problem(alice.get("/jobs?limit=5000"), 400)["detail"]
+    assert "limit" in limit and "1000" in limit and "offset" not in limit, limit
+    offset = is_problem(alice.get("/jobs?offset=-1"), 400)["detail"]
+    assert "offset" in offset and "at least 0" in offset and "limit" not in offset, offset
+    assert "-1" not in offset.replace("at least 0", "")  # the value is not echoed
+    assert alice.get("/jobs?limit=1&offset=0").status_code == 200
+
+
 def test_refusals_by_content_length_are_in_the_access_log(svc):
     def logged():
         return len(re.findall(r"POST /processes/dp-dbscan-spans/execution 413 ", svc["server"].log()))

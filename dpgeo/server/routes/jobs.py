@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..features import GEOJSON
+from ...errors import ParameterError
+from ..features import GEOJSON, int_param
 from ..problems import DPGEO, OGC, ApiError, problem
 from ..service import JSON, REL, json_response, service
 
@@ -23,17 +24,14 @@ def _own_job(svc, request, job_id):
 
 
 def _int_query(request, name, default, lo, hi):
-    """An integer query parameter, checked; the refusal names the parameter, never echoes the value."""
+    """An integer query parameter, checked by the Features API's own rule (:func:`~dpgeo.server.features.int_param`)."""
     text = request.query_params.get(name)
     if text is None:
         return default
     try:
-        v = int(text)
-    except ValueError:
-        raise ApiError.invalid(f"{name} must be an integer") from None
-    if not lo <= v <= hi:
-        raise ApiError.invalid("limit must be in [1, 1000] and offset >= 0")
-    return v
+        return int_param(text, name, lo, hi)
+    except ParameterError as exc:
+        raise ApiError.invalid(str(exc)) from None
 
 
 @router.get("/jobs")
