@@ -182,6 +182,23 @@ def test_inputs_are_validated_against_the_declared_schemas():
         validate_inputs({"t": "a\nb"}, {"t": PROCESSES["dp-wavecluster"].inputs["title"]})
 
 
+def test_a_patterned_input_is_told_its_own_rule_without_its_value():
+    """Each patterned input's refusal says what it must be (a release id, a date); only free text is told about
+    control characters; the refused value is not echoed."""
+    from dpgeo.server.processes.declared import SERIES_INPUTS
+
+    for name, bad, rule in (("append", "not-an-id-9f3e", "32 lowercase hex digits"),
+                            ("period_start", "April-9f3e", "ISO 8601 date"),
+                            ("period_end", "never-9f3e", "ISO 8601 date")):
+        with pytest.raises(ParameterError) as info:
+            validate_inputs({name: bad}, {name: SERIES_INPUTS[name]})
+        text = str(info.value)
+        assert rule in text and name in text and "control characters" not in text and "9f3e" not in text, text
+    with pytest.raises(ParameterError) as info:
+        validate_inputs({"t": "a\nb-9f3e"}, {"t": PROCESSES["dp-wavecluster"].inputs["title"]})
+    assert "control characters" in str(info.value) and "9f3e" not in str(info.value)
+
+
 def _manager(tmp_path, run_seconds, **settings):
     """A job manager whose jobs 'run' for ``run_seconds`` in a thread (no worker process), with a real job store,
     ledger and releases folder."""
