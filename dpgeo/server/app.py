@@ -66,9 +66,15 @@ def _error_answers(app, max_body_bytes):
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, exc):
         titles = {404: "Not found", 405: "Method not allowed"}
+        headers = dict(getattr(exc, "headers", None) or {})  # a 405's Allow, for one
+        allow = next((k for k in headers if k.lower() == "allow"), None)
+        if exc.status_code == 405 and allow is not None:  # as OPTIONS answers (HEAD with GET; OPTIONS always)
+            methods = {m.strip() for m in headers[allow].split(",") if m.strip()}
+            methods |= {"HEAD", "OPTIONS"} if "GET" in methods else {"OPTIONS"}
+            headers[allow] = ", ".join(sorted(methods))
         return json_response(problem(exc.status_code, DPGEO + ("not-found" if exc.status_code == 404 else
                                                                "http-error"),
-                                     titles.get(exc.status_code, "HTTP error")), exc.status_code)
+                                     titles.get(exc.status_code, "HTTP error")), exc.status_code, headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request, exc):

@@ -20,6 +20,7 @@ __all__ = [
     "FEATURES_CONFORMANCE",
     "ITEM_TYPE",
     "collection_document",
+    "int_param",
     "item_document",
     "items_document",
     "parse_items_query",
@@ -117,10 +118,10 @@ def parse_items_query(query) -> dict:
         out["datetime"] = _interval(query["datetime"])
         out["datetime_text"] = query["datetime"]
     if "limit" in query:
-        out["limit"] = _int_param(query["limit"], "limit", 1, None)
+        out["limit"] = int_param(query["limit"], "limit", 1, None)
         out["limit"] = min(out["limit"], MAX_LIMIT)  # the standard: a larger limit is served as the maximum
     if "offset" in query:
-        out["offset"] = _int_param(query["offset"], "offset", 0, 10**12)
+        out["offset"] = int_param(query["offset"], "offset", 0, 10**12)
     for key in ("bbox-crs", "crs"):
         if key in query and query[key] not in (CRS84, "CRS84", "OGC:CRS84"):
             raise ParameterError(f"{key} must be {CRS84} (this server serves CRS84 only)")
@@ -176,7 +177,9 @@ def _in_time(feature, interval) -> bool:
     return (hi is None or a <= hi) and (lo is None or b > lo)
 
 
-def _int_param(text, name, lo, hi):
+def int_param(text, name, lo, hi):
+    """An integer query parameter in [lo, hi] (``hi`` None: no upper bound); the refusal names the parameter and its
+    bounds, never echoes the value (raises ParameterError)."""
     try:
         v = int(text)
     except (TypeError, ValueError):

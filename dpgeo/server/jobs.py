@@ -14,8 +14,13 @@ killed (:mod:`dpgeo.server.manager`):
   the server has already closed can never start drawing noise;
 * its **charge**, what the privacy budget of the job became (:data:`CHARGES`).
 
-The phase is the service's own bookkeeping, never shown to an analyst (its
-timing depends on the data); the charge is shown in the job status.
+The phase is the service's own bookkeeping and is never shown itself (its
+timing depends on the data). The charge is shown in the job status, to the
+job's own analyst only, and for a failed job it tells one bit of the phase:
+``not charged`` (closed before noise) or ``spent, no release`` (closed after
+noise may have been drawn). That bit is shown because the budget must be
+honest: the analyst must know whether the job's ε is spent
+(``docs/service.md``, "What a failure costs").
 """
 
 from __future__ import annotations

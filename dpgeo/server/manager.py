@@ -17,7 +17,10 @@
   release is published (a rename) and its charge completed with the files.
   A failed one — an error, or a killed worker — is recorded with its charge
   settled from its last phase: cancelled if no noise had been drawn,
-  "spent, no release" otherwise; its files are removed.
+  "spent, no release" otherwise; its files are removed. A job the server
+  itself fails to run (its process cannot be started, the job store is
+  locked) or to settle ends the same way, padded too: never left accepted
+  or running.
 * **Restart.** A server that starts finds the jobs left running by its
   predecessor (closed as interrupted, charges settled the same way) and the
   releases recorded but not yet published (published), so a release is
@@ -145,16 +148,59 @@ class JobManager:
         try:
             async with self._slots:
                 t0 = time.monotonic()
-                out = await run_in_threadpool(self._execute, job_id, spec)
+                try:
+                    out = await run_in_threadpool(self._execute, job_id, spec)
+                except Exception as exc:  # noqa: BLE001 - the job still ends, padded and settled, like any failure
+                    out = self._server_failure(job_id, spec, "run", exc)
                 pad = padded_seconds(time.monotonic() - t0, self.settings.job_quantum_seconds,
                                      self.settings.min_job_seconds) - (time.monotonic() - t0)
                 if pad > 0:  # below the quantum, the job's duration says nothing about the data
                     await asyncio.sleep(pad)
-                out = await run_in_threadpool(self.settle, job_id, out)
+                try:
+                    out = await run_in_threadpool(self.settle, job_id, out)
+                except Exception as exc:  # noqa: BLE001
+                    out = await run_in_threadpool(self._settle_after_error, job_id, spec, out, exc)
             (LOG.info if out["ok"] else LOG.warning)("%s", out["log"])
             return out
         finally:
             self._active.pop(job_id, None)
+
+    def _server_failure(self, job_id, spec, step, exc) -> dict:
+        """The answer to a job the server itself could not run or settle: the worker's generic failure for the
+        analyst, the exception's class in the service log, its traceback in the owner's log only."""
+        self._owner_log(f"job {job_id}: the server failed to {step} it", exc)
+        who = f"job={job_id} analyst={spec.get('analyst')} dataset={(spec.get('dataset') or {}).get('name')}"
+        return {"ok": False, "log": f"failed in the server ({step}): {who}: {type(exc).__name__}",
+                "error": release_failed()}
+
+    def _settle_after_error(self, job_id, spec, out, exc) -> dict:
+        """Settling raised: close the job as failed if it is still open (its charge settled from its phase)."""
+        failed = self._server_failure(job_id, spec, "settle", exc)
+        try:
+            job = self.store.get(job_id) or {}
+            if job.get("status") in ("accepted", "running"):
+                return self.settle(job_id, failed)
+        except Exception as again:  # noqa: BLE001 - left open: the next start closes it (reconcile)
+            self._owner_log(f"job {job_id}: the server could not close it", again)
+            LOG.error("job %s could not be closed (%s); the next start closes it", job_id, type(again).__name__)
+            return failed
+        if job.get("status") == "successful":  # recorded: what was not published is published at the next start
+            LOG.error("release %s of job %s is recorded but could not be published (%s); retried at the next start",
+                      job.get("release_id"), job_id, type(exc).__name__)
+        return failed
+
+    def _owner_log(self, what, exc):
+        """A server-side failure's details, for the data owner's log only (or nowhere)."""
+        import traceback
+
+        if not self.settings.owner_log:
+            return
+        try:
+            with open(self.settings.owner_log, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} dpgeo.server {what}:\n"
+                        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        except OSError:
+            pass
 
     # -- one job -------------------------------------------------------------------------------------------------
 
@@ -171,7 +217,12 @@ class JobManager:
             send.close()
         self._procs[job_id] = p
         try:
-            self.store.set_worker(job_id, p.pid)
+            try:
+                self.store.set_worker(job_id, p.pid)
+            except BaseException:  # the job is about to be closed as failed: its worker goes with it
+                p.kill()
+                p.join(5)
+                raise
             try:
                 out = recv.recv()  # EOFError: the process ended without answering
             except (EOFError, OSError):

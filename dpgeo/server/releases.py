@@ -20,6 +20,7 @@ built, so no request can name another file.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import re
@@ -31,7 +32,8 @@ import numpy as np
 
 from ..io.atomic import TMP_PREFIX
 
-__all__ = ["RELEASE_ID", "ReleaseStore", "discard_release", "pending_releases", "publish_release", "write_release"]
+__all__ = ["RELEASE_ID", "ReleaseStore", "discard_release", "file_headers", "pending_releases", "publish_release",
+           "release_midnight", "write_release"]
 
 #: A release id: the ledger's 32 lowercase hex digits.
 RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -52,6 +54,28 @@ def _atomic_json(path, obj):
 
 
 PENDING = ".pending.json"
+
+
+def release_midnight(date) -> float:
+    """The release's day (``YYYY-MM-DD``, as in its record) at 00:00 UTC, in seconds since the epoch.
+
+    The time a release's files carry instead of the moment they were written: that moment, less the job's
+    ``started``, would tell how long the (unpadded) run took, which depends on the data.
+
+    >>> release_midnight("1970-01-02")
+    86400.0
+    """
+    day = _dt.date.fromisoformat(str(date)[:10])
+    return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.timezone.utc).timestamp()
+
+
+def file_headers(rec, kind) -> dict:
+    """``Last-Modified`` and ``ETag`` of a release's file: its release day at midnight UTC and its release id, never
+    the file's own times (a release's files never change)."""
+    from email.utils import formatdate
+
+    return {"Last-Modified": formatdate(release_midnight(rec["date"]), usegmt=True),
+            "ETag": f'"{rec["id"]}-{kind}"'}
 
 
 def write_release(folder, release_id, result, *, title, dataset, process_id, private, date, html=True):
@@ -98,6 +122,9 @@ def write_release(folder, release_id, result, *, title, dataset, process_id, pri
         os.chmod(tmp, 0o644)
         os.replace(tmp, paths["html"])
         record["files"]["html"] = os.path.basename(paths["html"])
+    stamp = release_midnight(date)  # the release's day, as in the GeoPackage: the write time would time the run
+    for path in paths.values():
+        os.utime(path, (stamp, stamp))
     _atomic_json(os.path.join(folder, f"{release_id}{PENDING}"), record)
     return list(paths.values())
 
@@ -177,7 +204,7 @@ class ReleaseStore:
     def __init__(self, folder, cache_size=32):
         self.folder = folder
         self._records = {}          # id -> (mtime_ns, record)
-        self._features = OrderedDict()  # id -> (mtime_ns, features, bounds array)
+        self._features = OrderedDict()  # id -> ((mtime_ns, inode, size), features, bounds array)
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
@@ -234,14 +261,16 @@ class ReleaseStore:
         return rec
 
     def features(self, release_id):
-        """``(features, bounds)`` of a release: GeoJSON feature dicts with ids, and an (n, 4) bounds array."""
+        """``(features, bounds)`` of a release: GeoJSON feature dicts with ids, and an (n, 4) bounds array; None when
+        the release or its GeoJSON file is missing (callers answer 404)."""
         p = self.path(release_id, "geojson")
         if p is None:
             return None
         try:
-            mtime = os.stat(p).st_mtime_ns
+            st = os.stat(p)
         except FileNotFoundError:
             return None
+        mtime = (st.st_mtime_ns, st.st_ino, st.st_size)  # (every release file has its day's midnight as mtime)
         with self._lock:
             hit = self._features.get(release_id)
             if hit and hit[0] == mtime:

@@ -299,6 +299,32 @@ def test_sync_release_is_published_as_a_features_collection(svc):
     svc["release_doc"] = res
 
 
+def test_release_files_carry_the_release_day_not_the_write_time(svc):
+    """A release file's Last-Modified is its release day at 00:00 UTC and its ETag comes from the release id: the
+    moment the worker wrote it, less the job's ``started``, would be the unpadded (data-dependent) run time."""
+    import datetime as dt
+    import os
+    from email.utils import parsedate_to_datetime
+
+    anon, rid = client(svc), svc["release"]
+    day = svc["release_doc"]["release"]["date"]
+    midnight = dt.datetime.fromisoformat(day).replace(tzinfo=dt.timezone.utc)
+    folder = svc["dir"] / "releases"
+    for kind, path in (("gpkg", "files/gpkg"), ("geojson", "files/geojson"), ("html", "map")):
+        on_disk = folder / f"{rid}.{kind}"
+        assert os.stat(on_disk).st_mtime == midnight.timestamp(), kind  # the files themselves, at the root
+        first = anon.get(f"/collections/{rid}/{path}")
+        assert first.status_code == 200, (kind, first.status_code)
+        assert parsedate_to_datetime(first.headers["last-modified"]) == midnight, (kind, first.headers)
+        etag = first.headers["etag"]
+        assert rid in etag, (kind, etag)
+        os.utime(on_disk)  # a file touched later (a copy, a restore): the answer does not change with it
+        again = anon.request("HEAD", f"/collections/{rid}/{path}")
+        assert again.headers["etag"] == etag and again.headers["last-modified"] == first.headers["last-modified"]
+        stamp = midnight.timestamp()
+        os.utime(on_disk, (stamp, stamp))
+
+
 def test_async_job_belongs_to_its_analyst(svc):
     alice, bob = client(svc, "alice"), client(svc, "bob")
     r = alice.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 0.25, "grid_size": 64}, asynchronous=True)
@@ -324,6 +350,23 @@ def test_async_job_belongs_to_its_analyst(svc):
     mine = {j["jobID"]: j for j in alice.get("/jobs").json()["jobs"]}
     assert jid in mine and mine[jid]["status"] == "successful"
     svc["job"] = jid
+
+
+def test_a_release_whose_geojson_is_gone_is_a_404_not_a_500(svc):
+    """A published release whose GeoJSON file has gone (removed by hand, a partial restore): its items, one item and
+    its job's results are answered 404 with an exception document, as a missing release."""
+    alice, anon = client(svc, "alice"), client(svc)
+    rid = alice.get(f"/jobs/{svc['job']}/results").json()["release"]["id"]
+    geojson = svc["dir"] / "releases" / f"{rid}.geojson"
+    aside = geojson.with_name(geojson.name + ".aside")
+    geojson.rename(aside)
+    try:
+        for path in (f"/collections/{rid}/items", f"/collections/{rid}/items/1"):
+            assert is_problem(anon.get(path), 404)["type"].endswith("not-found"), path
+        assert "no-such-job" in is_problem(alice.get(f"/jobs/{svc['job']}/results"), 404)["type"]
+    finally:
+        aside.rename(geojson)
+    assert anon.get(f"/collections/{rid}/items").status_code == 200
 
 
 def test_dp_kmeans_release(svc):
@@ -584,6 +627,16 @@ def test_query_parameters_are_refused_with_an_exception_document_that_echoes_not
     assert is_problem(r, 400) and "abc" not in r.text
 
 
+def test_a_refused_jobs_paging_parameter_is_named_with_its_own_bounds(svc):
+    alice = client(svc, "alice")
+    limit = is_problem(alice.get("/jobs?limit=5000"), 400)["detail"]
+    assert "limit" in limit and "1000" in limit and "offset" not in limit, limit
+    offset = is_problem(alice.get("/jobs?offset=-1"), 400)["detail"]
+    assert "offset" in offset and "at least 0" in offset and "limit" not in offset, offset
+    assert "-1" not in offset.replace("at least 0", "")  # the value is not echoed
+    assert alice.get("/jobs?limit=1&offset=0").status_code == 200
+
+
 def test_refusals_by_content_length_are_in_the_access_log(svc):
     def logged():
         return len(re.findall(r"POST /processes/dp-dbscan-spans/execution 413 ", svc["server"].log()))
@@ -599,6 +652,17 @@ def test_refusals_by_content_length_are_in_the_access_log(svc):
     while logged() < before + 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert logged() == before + 2
+
+
+def test_a_method_not_allowed_says_which_are(svc):
+    """A 405 carries its Allow header (RFC 9110), the same methods OPTIONS lists, as well as the exception
+    document."""
+    anon = client(svc)
+    for method, path in (("POST", "/processes"), ("DELETE", "/collections"),
+                         ("GET", "/processes/dp-dbscan-spans/execution")):
+        r = anon.request(method, path)
+        assert is_problem(r, 405)
+        assert r.headers.get("allow") == anon.request("OPTIONS", path).headers["allow"], (method, path, r.headers)
 
 
 def test_head_and_options_on_the_read_routes(svc):

@@ -182,6 +182,23 @@ def test_inputs_are_validated_against_the_declared_schemas():
         validate_inputs({"t": "a\nb"}, {"t": PROCESSES["dp-wavecluster"].inputs["title"]})
 
 
+def test_a_patterned_input_is_told_its_own_rule_without_its_value():
+    """Each patterned input's refusal says what it must be (a release id, a date); only free text is told about
+    control characters; the refused value is not echoed."""
+    from dpgeo.server.processes.declared import SERIES_INPUTS
+
+    for name, bad, rule in (("append", "not-an-id-9f3e", "32 lowercase hex digits"),
+                            ("period_start", "April-9f3e", "ISO 8601 date"),
+                            ("period_end", "never-9f3e", "ISO 8601 date")):
+        with pytest.raises(ParameterError) as info:
+            validate_inputs({name: bad}, {name: SERIES_INPUTS[name]})
+        text = str(info.value)
+        assert rule in text and name in text and "control characters" not in text and "9f3e" not in text, text
+    with pytest.raises(ParameterError) as info:
+        validate_inputs({"t": "a\nb-9f3e"}, {"t": PROCESSES["dp-wavecluster"].inputs["title"]})
+    assert "control characters" in str(info.value) and "9f3e" not in str(info.value)
+
+
 def _manager(tmp_path, run_seconds, **settings):
     """A job manager whose jobs 'run' for ``run_seconds`` in a thread (no worker process), with a real job store,
     ledger and releases folder."""
@@ -229,6 +246,56 @@ def test_job_time_is_rounded_up_to_the_quantum(tmp_path, run_seconds, answered):
     out, took = _timed_job(m, store)
     assert out["ok"] and answered <= took < answered + 0.25, took
     assert store.get("a" * 32)["status"] == "successful"
+
+
+def test_a_worker_that_cannot_be_started_fails_its_job_padded_and_settled(tmp_path, monkeypatch):
+    """The worker's process does not start (fork refused): the job is not left accepted, it fails like any other
+    failure (the generic answer, its charge settled), after the padding; the details reach the owner's log only."""
+    import multiprocessing
+    from multiprocessing.context import SpawnProcess
+
+    def refused(self):
+        raise OSError(12, "Cannot allocate memory: fork-detail-7d1e")
+
+    m, store = _manager(tmp_path, 0.0, job_quantum_seconds=0.3, owner_log=str(tmp_path / "owner.log"))
+    del m._execute  # the real one, with a process that cannot start
+    m._ctx = multiprocessing.get_context("spawn")
+    monkeypatch.setattr(SpawnProcess, "start", refused)
+    spec = {"analyst": "alice", "dataset": {"name": "d"}, "job_id": "a" * 32}
+    m.claim("a" * 32, "alice")
+    out, took = asyncio.run(_run_job(m, store, spec))
+    job = store.get("a" * 32)
+    assert not out["ok"] and out["error"]["type"].endswith("release-failed") and took >= 0.3
+    assert job["status"] == "failed" and job["charge"] == "none" and job["error"] == out["error"]
+    assert "fork-detail-7d1e" not in out["log"] and "fork-detail-7d1e" not in str(out["error"])
+    assert "fork-detail-7d1e" in (tmp_path / "owner.log").read_text(encoding="utf-8")
+    assert not m._active
+
+
+def test_a_job_whose_settling_raises_is_still_closed(tmp_path):
+    """Recording a job's end fails once (a locked job store): the job is closed as failed, not left running."""
+    import sqlite3
+
+    m, store = _manager(tmp_path, 0.0, job_quantum_seconds=0)
+    real, calls = store.finish, []
+
+    def locked_once(*a, **kw):
+        calls.append(kw.get("ok"))
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        return real(*a, **kw)
+
+    store.finish = locked_once
+    out, _ = asyncio.run(_run_job(m, store, {"analyst": "alice", "dataset": {"name": "d"}}))
+    assert calls == [True, False] and not out["ok"] and out["error"]["type"].endswith("release-failed")
+    assert store.get("a" * 32)["status"] == "failed" and not m._active
+
+
+async def _run_job(m, store, spec, job_id="a" * 32):
+    store.create(job_id, analyst="alice", process_id="p", dataset="d", inputs={})
+    t0 = time.monotonic()
+    out = await m.submit(job_id, "alice", spec)
+    return out, time.monotonic() - t0
 
 
 def test_the_default_job_time_quantum_is_on():

@@ -20,7 +20,19 @@ from typing import ClassVar
 
 from ...errors import ParameterError
 
-__all__ = ["Process", "check_grid_size", "dataset_input", "epsilon_input", "title_input", "validate_inputs"]
+__all__ = ["DATE_PATTERN", "FREE_TEXT_PATTERN", "PATTERN_RULES", "RELEASE_ID_PATTERN", "Process", "check_grid_size",
+           "dataset_input", "epsilon_input", "title_input", "validate_inputs"]
+
+#: The string patterns of the inputs: free text (a title), a release id, an ISO 8601 date or date-time.
+FREE_TEXT_PATTERN = r"^[^\u0000-\u001f\u007f]*$"
+RELEASE_ID_PATTERN = "^[0-9a-f]{32}$"
+DATE_PATTERN = r"^[0-9T:+\-Z. /]+$"
+#: What a value that does not match each pattern is told (the value itself is never echoed).
+PATTERN_RULES = {
+    FREE_TEXT_PATTERN: "must not contain control characters",
+    RELEASE_ID_PATTERN: "must be a release id: 32 lowercase hex digits",
+    DATE_PATTERN: "must be an ISO 8601 date or date-time, e.g. 2014-04-01 or 2014-04-01T06:00",
+}
 
 
 def dataset_input():
@@ -39,7 +51,7 @@ def epsilon_input():
 
 def title_input():
     return {"title": "Title", "description": "A title for the published layer (optional).",
-            "schema": {"type": "string", "maxLength": 120, "pattern": r"^[^\u0000-\u001f\u007f]*$"},
+            "schema": {"type": "string", "maxLength": 120, "pattern": FREE_TEXT_PATTERN},
             "minOccurs": 0, "maxOccurs": 1}
 
 
@@ -196,7 +208,8 @@ def check_value(name, value, schema):
         if len(value) < schema.get("minLength", 0):
             raise ParameterError(f"input {name!r} must not be empty")
         if "pattern" in schema and not re.search(schema["pattern"], value):
-            raise ParameterError(f"input {name!r} must not contain control characters")
+            rule = PATTERN_RULES.get(schema["pattern"], f"must match the pattern {schema['pattern']}")
+            raise ParameterError(f"input {name!r} {rule}")
     if "enum" in schema and value not in schema["enum"]:
         raise ParameterError(f"input {name!r} must be one of {', '.join(map(str, schema['enum']))}; "
                              f"got {_show(value)}")

@@ -13,7 +13,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from .base import Process, check_grid_size, dataset_input, epsilon_input, title_input
+from .base import (
+    DATE_PATTERN,
+    RELEASE_ID_PATTERN,
+    Process,
+    check_grid_size,
+    dataset_input,
+    epsilon_input,
+    title_input,
+)
 
 __all__ = ["DeclaredProcess", "RELEASE_OUTPUTS", "input_description", "PREVIEW_CACHE_SIZE"]
 
@@ -48,10 +56,10 @@ SERIES_INPUTS = {
                      "description": "ISO 8601 date or date-time, e.g. 2014-04-01; the periods come from the start and "
                                     "the end, never from the data, and a period without data is released like any "
                                     "other.",
-                     "schema": {"type": "string", "maxLength": 40, "pattern": r"^[0-9T:+\-Z. /]+$"},
+                     "schema": {"type": "string", "maxLength": 40, "pattern": DATE_PATTERN},
                      "minOccurs": 0, "maxOccurs": 1},
     "period_end": {"title": "Series end (public, excluded)", "description": "ISO 8601 date or date-time.",
-                   "schema": {"type": "string", "maxLength": 40, "pattern": r"^[0-9T:+\-Z. /]+$"},
+                   "schema": {"type": "string", "maxLength": 40, "pattern": DATE_PATTERN},
                    "minOccurs": 0, "maxOccurs": 1},
     "person_accounting": {"title": "Person cap in a series",
                           "description": "For a dataset protected per person: 'series' keeps the cap over the whole "
@@ -62,7 +70,7 @@ SERIES_INPUTS = {
                "description": "The id of a series published by this process for this dataset: the new periods "
                               "(after its end, at its ε or less) continue it. Per record they cost nothing more; the "
                               "result is a collection with every period.",
-               "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}, "minOccurs": 0, "maxOccurs": 1},
+               "schema": {"type": "string", "pattern": RELEASE_ID_PATTERN}, "minOccurs": 0, "maxOccurs": 1},
     "cumulative": {"title": "Running totals (binary-tree mechanism)",
                    "description": "Release the running totals of the cell counts over the periods instead of the "
                                   "mechanism's map per period.",

@@ -21,7 +21,7 @@ from ..features import (
     parse_items_query,
 )
 from ..problems import ApiError
-from ..releases import RELEASE_ID
+from ..releases import RELEASE_ID, file_headers
 from ..service import JSON, json_response, service
 
 __all__ = ["router"]
@@ -34,6 +34,14 @@ def _release_record(svc, request, cid):
     if rec is None or not svc.visible(rec, svc.caller(request)):  # a private release is answered as a missing one
         raise ApiError.not_found("collection")
     return rec
+
+
+def _release_features(svc, cid):
+    """A release's features and bounds; a release whose GeoJSON is gone is answered as a missing one."""
+    found = svc.releases.features(cid)
+    if found is None:
+        raise ApiError.not_found("collection")
+    return found
 
 
 @router.get("/collections")
@@ -70,7 +78,7 @@ async def items(cid: str, request: Request):
         query = parse_items_query(dict(request.query_params))
     except ParameterError as exc:
         raise ApiError.invalid(str(exc)) from None
-    feats, bounds = await run_in_threadpool(svc.releases.features, cid)
+    feats, bounds = await run_in_threadpool(_release_features, svc, cid)
     doc = await run_in_threadpool(items_document, rec, feats, bounds, query, svc.base(request), str(request.url))
     return json_response(doc, media_type=GEOJSON, headers={"Content-Crs": f"<{CRS84}>"})
 
@@ -79,7 +87,7 @@ async def items(cid: str, request: Request):
 async def item(cid: str, fid: str, request: Request):
     svc = service(request)
     rec = await run_in_threadpool(_release_record, svc, request, cid)
-    feats, _ = await run_in_threadpool(svc.releases.features, cid)
+    feats, _ = await run_in_threadpool(_release_features, svc, cid)
     for f in feats:
         if str(f["id"]) == fid:
             return json_response(item_document(rec, f, svc.base(request)), media_type=GEOJSON,
@@ -90,11 +98,11 @@ async def item(cid: str, fid: str, request: Request):
 @router.get("/collections/{cid}/map")
 async def web_map(cid: str, request: Request):
     svc = service(request)
-    await run_in_threadpool(_release_record, svc, request, cid)
+    rec = await run_in_threadpool(_release_record, svc, request, cid)
     path = svc.releases.path(cid, "html")
     if path is None:
         raise ApiError.not_found("map for this collection")
-    return FileResponse(path, media_type="text/html; charset=utf-8")
+    return FileResponse(path, media_type="text/html; charset=utf-8", headers=file_headers(rec, "html"))
 
 
 @router.get("/collections/{cid}/files/{kind}")
@@ -107,7 +115,8 @@ async def release_file(cid: str, kind: str, request: Request):
     if path is None:
         raise ApiError.not_found("file")
     media = "application/geopackage+sqlite3" if kind == "gpkg" else GEOJSON
-    return FileResponse(path, media_type=media, filename=f"{_slug(rec.get('title') or cid)}.{kind}")
+    return FileResponse(path, media_type=media, filename=f"{_slug(rec.get('title') or cid)}.{kind}",
+                        headers=file_headers(rec, kind))
 
 
 def _slug(text):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from ..features import GEOJSON
+from ...errors import ParameterError
+from ..features import GEOJSON, int_param
 from ..problems import DPGEO, OGC, ApiError, problem
 from ..service import JSON, REL, json_response, service
 
@@ -23,17 +24,14 @@ def _own_job(svc, request, job_id):
 
 
 def _int_query(request, name, default, lo, hi):
-    """An integer query parameter, checked; the refusal names the parameter, never echoes the value."""
+    """An integer query parameter, checked by the Features API's own rule (:func:`~dpgeo.server.features.int_param`)."""
     text = request.query_params.get(name)
     if text is None:
         return default
     try:
-        v = int(text)
-    except ValueError:
-        raise ApiError.invalid(f"{name} must be an integer") from None
-    if not lo <= v <= hi:
-        raise ApiError.invalid("limit must be in [1, 1000] and offset >= 0")
-    return v
+        return int_param(text, name, lo, hi)
+    except ParameterError as exc:
+        raise ApiError.invalid(str(exc)) from None
 
 
 @router.get("/jobs")
@@ -69,15 +67,19 @@ async def job_results(job_id: str, request: Request):
 
 def results_response(svc, job, base, headers=None, raw=False):
     """The results of a successful job: the release's summary and its layer, as asked for."""
+    gone = ApiError(404, OGC + "no-such-job", "No such result", "this release is no longer published")
     rec = svc.releases.get(job["release_id"])
     if rec is None:
-        raise ApiError(404, OGC + "no-such-job", "No such result", "this release is no longer published")
+        raise gone
     outputs = job.get("outputs")
     results = {}
     if outputs is None or "release" in outputs:
         results["release"] = release_summary(rec, base)
     if outputs is None or "layer" in outputs:
-        feats, _ = svc.releases.features(rec["id"])
+        found = svc.releases.features(rec["id"])
+        if found is None:  # its GeoJSON is gone: answered like a release no longer published
+            raise gone
+        feats, _ = found
         results["layer"] = {"type": "FeatureCollection", "features": feats, "dpgeo": rec["metadata"]}
     if raw and len(results) == 1:
         key, value = next(iter(results.items()))
