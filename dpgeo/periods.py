@@ -39,16 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ParameterError
+from .series_params import DEFAULT_TIMEZONE, PERIOD_KINDS
 
 __all__ = ["PERIOD_KINDS", "MAX_PERIODS", "Periods", "make_periods", "parse_instant", "check_timezone",
            "iso_utc", "DEFAULT_TIMEZONE", "periods_from_metadata"]
 
-#: The period kinds a series may have, shortest first.
-PERIOD_KINDS = ("day", "week", "month", "quarter", "year")
 #: The most periods one series may have (each is a release of its own: a grid, a layer, metadata).
 MAX_PERIODS = 1000
-#: The time zone of the calendar, and of times written without a zone, unless one is given.
-DEFAULT_TIMEZONE = "UTC"
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 

@@ -122,3 +122,56 @@ def test_exactly_one_of_a_group():
     for values in ({}, {"a": 1.0, "b": 2}):
         with pytest.raises(ParameterError, match="exactly one of the cell size .* or the grid size"):
             m.validate(values)
+
+
+@pytest.mark.parametrize("mech", [m for m in MECHANISMS if m.command and m.reads is not None], ids=lambda m: m.name)
+def test_cli_series_options_are_the_declared_ones(mech):
+    """The map series' options on the command line: declared once (dpgeo.series_params), with that help, those
+    choices and defaults."""
+    from dpgeo.series_params import SERIES_PARAMS, series_offered
+
+    actions = {a.dest: a for a in _subparser(mech.command)._actions}
+    assert {p.cli_dest for p in series_offered("cli")} <= set(actions)
+    for p in series_offered("cli"):
+        a = actions[p.cli_dest]
+        assert a.option_strings == [p.cli_flag]
+        assert a.help.startswith(p.help.replace("%", "%%")), p.name
+        switch = p.kind == "flag" or p.name == "append"  # --append: a switch, the series is the first -o file
+        assert a.default == (False if switch else p.default), p.name
+        assert list(a.choices or ()) == list(p.choices), p.name
+    assert series_offered("cli") == SERIES_PARAMS  # every series option is on the command line
+
+
+@pytest.mark.parametrize("mech", [m for m in MECHANISMS if "service" in m.fronts and m.reads is not None],
+                         ids=lambda m: m.name)
+def test_service_series_inputs_are_the_declared_ones(mech):
+    from dpgeo.server.processes import PROCESSES
+    from dpgeo.series_params import series_offered
+
+    inputs = PROCESSES[mech.name].inputs
+    for p in series_offered("service"):
+        desc = inputs[p.name]
+        assert desc["title"] == p.title and desc["description"].startswith(p.help), p.name
+        schema = p.schema("service")
+        assert {k: desc["schema"][k] for k in schema} == schema, p.name
+        assert desc["minOccurs"] == 0
+    # the time zone and the time format are the dataset's (its configuration), not the request's
+    assert not {"timezone", "time_format", "per_period_files"} & set(inputs)
+
+
+def test_series_defaults_and_choices_are_declared_once():
+    from dpgeo.periods import DEFAULT_TIMEZONE, PERIOD_KINDS
+    from dpgeo.pipeline._docs import COMMON_DEFAULTS, COMMON_DOCS
+    from dpgeo.pipeline.series import PERSON_ACCOUNTING, SERIES_DEFAULTS
+    from dpgeo.series_params import series_offered, series_param
+
+    assert series_param("period").choices == PERIOD_KINDS
+    assert series_param("person_accounting").choices == PERSON_ACCOUNTING
+    assert series_param("timezone").none_means == DEFAULT_TIMEZONE
+    api = series_offered("api")
+    assert SERIES_DEFAULTS == {p.name: p.default for p in api}
+    for p in api:
+        assert COMMON_DEFAULTS[p.name] == p.default and p.help in COMMON_DOCS[p.name][1], p.name
+    md = parameters_markdown(MECHANISMS)
+    for p in api:
+        assert p.help.replace("|", "\\|") in md, p.name

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import re
 
+from ..series_params import series_offered, states_default
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
@@ -134,44 +135,25 @@ def _add_privacy_args(p, epsilon_required=True, with_person=False,
                             "sees only the output learns nothing beyond the DP result")
 
 
-#: The period kinds of a series (dpgeo.periods.PERIOD_KINDS, repeated so that building the parser imports nothing).
-_PERIODS = ("day", "week", "month", "quarter", "year")
+#: What the command line adds to the declared series options (dpgeo.series_params): the value's name in the help,
+#: and what --append (a switch here) continues.
+_SERIES_METAVARS = {"time": "COLUMN", "period_start": "DATE", "period_end": "DATE", "timezone": "TZ",
+                    "time_format": "FORMAT"}
+_SERIES_NOTES = {"append": " The series is the first -o file, rewritten with every period."}
 
 
 def _add_series_args(p):
-    """--time, --period and the public bounds: one release per period (a map series)."""
+    """--time, --period and the public bounds: one release per period (a map series), as declared in
+    dpgeo.series_params."""
     g = p.add_argument_group("map series (one release per period; the input is read once)")
-    g.add_argument("--time", default=None, metavar="COLUMN",
-                   help="the column holding each record's time: makes the run a series, one release per period. "
-                        "ISO 8601 text (year first, with or without a zone, e.g. 2014-04-01T00:11:00Z or "
-                        "2014/4/1 00:11), epoch seconds or timestamps; records without a usable time, or outside the "
-                        "bounds, are dropped and counted for you")
-    g.add_argument("--period", choices=_PERIODS, default=None,
-                   help="length of a period (weeks start on Monday); needs --time")
-    g.add_argument("--period-start", default=None, metavar="DATE",
-                   help="public start of the series, included (e.g. 2014-04-01); periods come from the bounds, never "
-                        "from the data, and a period without data is released like any other")
-    g.add_argument("--period-end", default=None, metavar="DATE",
-                   help="public end of the series, excluded (e.g. 2014-10-01)")
-    g.add_argument("--timezone", default=None, metavar="TZ",
-                   help="IANA time zone of the calendar and of times written without a zone (default UTC), e.g. "
-                        "America/New_York")
-    g.add_argument("--time-format", default=None, metavar="FORMAT",
-                   help="strptime format of times that are not ISO 8601, e.g. '%%m/%%d/%%Y %%H:%%M:%%S' (%%z reads a "
-                        "zone)")
-    g.add_argument("--person-accounting", choices=("series", "period"), default="series",
-                   help="with --person: 'series' (default) keeps at most K points per person over the whole series "
-                        "and the series costs epsilon once; 'period' keeps K per period and every period costs "
-                        "epsilon")
-    g.add_argument("--append", action="store_true",
-                   help="continue the series in the first -o file with later periods (same mechanism, parameters, "
-                        "study area and privacy unit); per record, periods after the series' end at its epsilon or "
-                        "less cost nothing more. The file is rewritten with every period")
-    g.add_argument("--per-period-files", action="store_true",
-                   help="also write one file per period beside each -o (series_2014-04.gpkg, ...)")
-    g.add_argument("--cumulative", action="store_true",
-                   help="release running totals of the cell counts over the periods (binary-tree mechanism) "
-                        "instead of the mechanism's layer per period")
+    for s in series_offered("cli"):
+        text = (s.cli_help() if states_default(s) else s.help.replace("%", "%%")) \
+            + _SERIES_NOTES.get(s.name, "").replace("%", "%%")
+        if s.kind == "flag" or s.name == "append":  # --append: continue the series in the first -o file
+            g.add_argument(s.cli_flag, action="store_true", help=text)
+            continue
+        kw = {"choices": s.choices} if s.kind == "choice" else {"metavar": _SERIES_METAVARS[s.name]}
+        g.add_argument(s.cli_flag, default=s.default, help=text, **kw)
 
 
 _NEGATIVE_LIST = re.compile(r"^-\.?\d[\d.eE+-]*(,\s*[-+]?[\d.eE+-]+)+$")

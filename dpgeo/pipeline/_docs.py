@@ -15,6 +15,7 @@ import inspect
 import textwrap
 
 from ..declare import REQUIRED
+from ..series_params import series_offered
 
 __all__ = ["COMMON_DOCS", "COMMON_DEFAULTS", "common_keys", "entry_point", "param_doc"]
 
@@ -72,39 +73,6 @@ COMMON_DOCS = {
                          "Refuse, before any data is read, a run whose grid and noise laws are estimated "
                          "(:mod:`dpgeo.resources`) to need more memory than this (bytes, or e.g. ``\"8G\"``); "
                          "default ``$DPGEO_MAX_MEMORY``, else half the machine's memory."),
-    # -- a series (pipeline/series.py): one release per public period --
-    "time": ("str or array_like, optional",
-             "Make the run a **series**, one release per public period: the column that holds each record's time "
-             "(file or frame input), or the times of points given in memory. ISO 8601 text (year first, with or "
-             "without a zone), epoch seconds, or timestamps; records without a usable time, or outside the bounds, "
-             "are dropped and counted for the owner. The input is read once for all periods. Returns a "
-             ":class:`~dpgeo.series.SeriesRelease`."),
-    "period": ("{\"day\", \"week\", \"month\", \"quarter\", \"year\"}, optional",
-               "The length of a period of a series (weeks start on Monday). Required with ``time``."),
-    "period_start": ("str, date or datetime, optional",
-                     "The **public** start of a series (included): ISO 8601 text such as ``\"2014-04-01\"``. The "
-                     "periods come from the bounds, never from the data; a period without data gets its release "
-                     "like any other. Required with ``time``."),
-    "period_end": ("str, date or datetime, optional",
-                   "The **public** end of a series (excluded), e.g. ``\"2014-10-01\"``. Required with ``time``."),
-    "timezone": ("str, optional",
-                 "IANA time zone whose calendar the periods follow, and in which times without a zone are read "
-                 "(default ``\"UTC\"``)."),
-    "time_format": ("str, optional",
-                    "``strptime`` format of text times that are not ISO 8601, e.g. ``\"%m/%d/%Y %H:%M:%S\"`` "
-                    "(``%z`` reads a zone)."),
-    "person_accounting": ("{\"series\", \"period\"}",
-                          "With ``person`` in a series: ``\"series\"`` (default) keeps at most "
-                          "``max_points_per_person`` points per person over the whole series, and the series costs "
-                          "ε once; ``\"period\"`` keeps that many in each period, and each period costs ε."),
-    "append": ("str, path or SeriesRelease, optional",
-               "Continue an earlier series (its file, or the SeriesRelease) with later periods: same mechanism, "
-               "parameters, grid and privacy unit. Under the record relation, periods disjoint from the series' "
-               "and at most its ε cost nothing more; the result holds every period."),
-    "cumulative": ("bool",
-                   "In a series: release running totals of the cell counts over the periods with the binary-tree "
-                   "mechanism (error growing with log of the number of periods) instead of the mechanism's layer "
-                   "per period."),
 }
 
 _TYPES = {"number": "float", "integer": "int", "text": "str", "flag": "bool"}
@@ -129,13 +97,33 @@ def param_doc(p) -> tuple[str, str]:
     return typ, " ".join([p.help, *extra])
 
 
+#: The Python type of a series keyword where its declaration's kind does not say it, and what only the Python
+#: API adds to its declared help (dpgeo.series_params).
+_SERIES_API = {
+    "time": ("str or array_like, optional",
+             " For points given in memory: their times, instead of a column. Returns a "
+             ":class:`~dpgeo.series.SeriesRelease`."),
+    "period_start": ("str, date or datetime, optional", ""),
+    "period_end": ("str, date or datetime, optional", ""),
+    "append": ("str, path or SeriesRelease, optional", " The earlier series is its file, or the SeriesRelease."),
+}
+
+
+def _series_doc(p) -> tuple[str, str]:
+    typ, text = param_doc(p)
+    api_typ, note = _SERIES_API.get(p.name, (typ, ""))
+    return api_typ, text.replace(p.help, p.help + note, 1)
+
+
+# -- a series (pipeline/series.py): one release per public period, its keywords as declared --
+COMMON_DOCS.update({p.name: _series_doc(p) for p in series_offered("api")})
+
 #: The defaults of the keyword arguments every release shares (see :data:`COMMON_DOCS`).
 COMMON_DEFAULTS = {"domain": None, "domain_crs": None, "crs": None, "sensitivity": 1, "person": None,
                    "max_points_per_person": None, "seed": None, "domain_from_data": False, "input_crs": None,
                    "unattended": False, "dataset": None, "ledger": None, "analyst": None, "progress": None,
-                   "scheduler": None, "max_memory_bytes": None, "time": None, "period": None, "period_start": None,
-                   "period_end": None, "timezone": None, "time_format": None, "person_accounting": "series",
-                   "append": None, "cumulative": False}
+                   "scheduler": None, "max_memory_bytes": None,
+                   **{p.name: p.default for p in series_offered("api")}}
 
 
 def common_keys(mech) -> tuple:
@@ -158,8 +146,7 @@ def _full_signature(func, mech):
 
 #: The keywords of a map series (``pipeline/series.py``), which every entry point of a mechanism that reads data
 #: takes, whether or not its function names them.
-_SERIES_KEYS = ("time", "period", "period_start", "period_end", "timezone", "time_format", "person_accounting",
-                "append", "cumulative")
+_SERIES_KEYS = tuple(p.name for p in series_offered("api"))
 
 
 def _with_series(target, mech):
@@ -295,14 +282,6 @@ def parameters_markdown(mechanisms) -> str:
     return "\n".join(out)
 
 
-#: The series' keywords: their command-line option and QGIS parameter (every release takes them).
-SERIES_FRONTS = (("time", "--time", "TIME_FIELD"), ("period", "--period", "PERIOD"),
-                 ("period_start", "--period-start", "PERIOD_START"), ("period_end", "--period-end", "PERIOD_END"),
-                 ("timezone", "--timezone", "TIMEZONE"), ("time_format", "--time-format", "TIME_FORMAT"),
-                 ("person_accounting", "--person-accounting", "PERSON_ACCOUNTING"), ("append", "--append", None),
-                 ("cumulative", "--cumulative", "CUMULATIVE"))
-
-
 def series_markdown() -> list:
     """The table of the series' keywords in ``docs/parameters.md``."""
     out = ["## Every release: a map series", "",
@@ -311,11 +290,11 @@ def series_markdown() -> list:
            "`time` (one of the dataset's `time_columns`), `period`, `period_start`, `period_end`, "
            "`person_accounting`, `append` (a series id) and `cumulative` as process inputs.", "",
            "| Python | command line | QGIS | type | default | meaning |", "|---|---|---|---|---|---|"]
-    for name, flag, qgis in SERIES_FRONTS:
-        typ, text = COMMON_DOCS[name]
-        default = COMMON_DEFAULTS[name]
-        out.append(f"| `{name}` | `{flag}` | {f'`{qgis}`' if qgis else '—'} | {_md(typ)} | "
-                   f"{_md('none' if default is None else default)} | {_md(text)} |")
+    for p in series_offered("api"):
+        typ = COMMON_DOCS[p.name][0]
+        qgis = p.qgis if "qgis" in p.fronts else None
+        out.append(f"| `{p.name}` | `{p.cli_flag}` | {f'`{qgis}`' if qgis else '—'} | {_md(typ)} | "
+                   f"{_md(p.default_text())}{' (advanced)' if p.advanced else ''} | {_md(p.help)} |")
     return out + [""]
 
 

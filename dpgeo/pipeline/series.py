@@ -44,6 +44,7 @@ from ..errors import ParameterError
 from ..noise import NoiseSource
 from ..periods import make_periods
 from ..release import Release, run_protected_files, start_charge
+from ..series_params import PERSON_ACCOUNTING, series_offered
 from .series_info import ACCOUNTING_TEXT, series_info  # noqa: F401 (ACCOUNTING_TEXT: exported from here)
 from ._common import (
     _fixed_grid,
@@ -58,12 +59,11 @@ from ._common import (
 __all__ = ["SERIES_KEYS", "SERIES_DEFAULTS", "PERSON_ACCOUNTING", "SeriesOptions", "series_options", "run_series",
            "is_series"]
 
-#: The keyword arguments of a series, besides the common ones (every release entry point takes them).
-SERIES_DEFAULTS = {"time": None, "period": None, "period_start": None, "period_end": None, "timezone": None,
-                   "time_format": None, "person_accounting": "series", "append": None, "cumulative": False}
+#: The keyword arguments of a series, besides the common ones (every release entry point takes them), with their
+#: defaults as declared in :data:`dpgeo.series_params.SERIES_PARAMS`.
+SERIES_DEFAULTS = {p.name: p.default for p in series_offered("api")}
 SERIES_KEYS = tuple(SERIES_DEFAULTS)
-#: How the per-person cap counts in a series: over the whole series, or in each period.
-PERSON_ACCOUNTING = ("series", "period")
+
 
 def is_series(values: dict) -> bool:
     """Whether the keyword arguments ask for a series (any series keyword away from its default)."""

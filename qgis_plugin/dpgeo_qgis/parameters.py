@@ -99,6 +99,29 @@ def time_value(v):
     return str(v.toString() if hasattr(v, "toString") else v)
 
 
+#: The first option of the series' period: one map, no series.
+NO_SERIES = "No series (one map)"
+#: What QGIS adds to the declared series options' help (``dpgeo.series_params``), by QGIS parameter name.
+_SERIES_NOTES = {"TIME_FIELD": " A date/time field works too; the series is one layer that QGIS's temporal "
+                               "controller animates."}
+
+
+def _series_params():
+    """The series options offered in QGIS, as declared in the library (imported when an algorithm is built)."""
+    from dpgeo.series_params import series_offered
+
+    return series_offered("qgis")
+
+
+def _series_param(qgis_name):
+    return next(p for p in _series_params() if p.qgis == qgis_name)
+
+
+def period_choices() -> tuple:
+    """The PERIOD choices: no series (``None``), then the library's period kinds."""
+    return (None, *_series_param(ParametersMixin.PERIOD).choices)
+
+
 def _union_polygons(source):
     """Union of the polygons of a (public) polygon source, as a shapely geometry."""
     import numpy as np
@@ -136,8 +159,6 @@ class ParametersMixin:
     TIME_FORMAT = "TIME_FORMAT"
     PERSON_ACCOUNTING = "PERSON_ACCOUNTING"
     CUMULATIVE = "CUMULATIVE"
-    #: The PERIOD choices: no series, then the library's period kinds.
-    PERIOD_CHOICES = (None, "day", "week", "month", "quarter", "year")
     # outputs
     DIFFERENTIALLY_PRIVATE = "DIFFERENTIALLY_PRIVATE"
     N_CLUSTERS = "N_CLUSTERS"
@@ -246,48 +267,32 @@ class ParametersMixin:
         return field, cap
 
     def add_series_params(self):
-        """A map series: a time field, the period and the public bounds (one release per period)."""
+        """A map series: a time field, the period and the public bounds (one release per period), with the titles,
+        help, choices, defaults and advanced flags declared in ``dpgeo.series_params``; only the widgets are QGIS's
+        own (a field of the input for the time, date-time bounds, "No series" as the period's first option)."""
         from qgis.core import QgsProcessingParameterField
 
-        f = QgsProcessingParameterField(self.TIME_FIELD, self.tr("Time field (makes a map series, one map per "
-                                                                  "period)"),
-                                        parentLayerParameterName=self.INPUT, optional=True)
-        f.setHelp(self.tr("The field holding each point's time (a date/time field, ISO 8601 text or epoch "
-                          "seconds). With a period and public bounds the run releases one map per period, all from "
-                          "one reading of the layer, as one layer that QGIS's temporal controller animates. Features "
-                          "without a usable time, or outside the bounds, are skipped and counted for you."))
-        self.addParameter(f)
-        p = QgsProcessingParameterEnum(self.PERIOD, self.tr("Period of the series"),
-                                       options=[self.tr("No series (one map)"), self.tr("Day"), self.tr("Week"),
-                                                self.tr("Month"), self.tr("Quarter"), self.tr("Year")],
-                                       defaultValue=0)
-        p.setHelp(self.tr("The length of each period (weeks start on Monday)."))
-        self.addParameter(p)
-        for name, label, help_text in (
-                (self.PERIOD_START, self.tr("Series start (public, included)"),
-                 self.tr("The public start of the series; the periods come from the start and the end, never from "
-                         "the data, and a period without points is released like any other.")),
-                (self.PERIOD_END, self.tr("Series end (public, excluded)"), self.tr("The public end of the series."))):
-            d = QgsProcessingParameterDateTime(name, label, optional=True)
-            d.setHelp(help_text)
-            self.addParameter(d)
-        tz = QgsProcessingParameterString(self.TIMEZONE, self.tr("Time zone of the calendar (IANA name)"),
-                                          defaultValue="UTC", optional=True)
-        tz.setHelp(self.tr("The calendar the periods follow, and the zone of times written without one, e.g. "
-                           "Europe/Berlin."))
-        self.addParameter(advanced_param(tz))
-        fmt = QgsProcessingParameterString(self.TIME_FORMAT, self.tr("Time format of text times (strptime)"),
-                                           optional=True)
-        fmt.setHelp(self.tr("Only for text times that are not ISO 8601, e.g. %m/%d/%Y %H:%M:%S."))
-        self.addParameter(advanced_param(fmt))
-        acc = QgsProcessingParameterEnum(
-            self.PERSON_ACCOUNTING, self.tr("Person cap in a series"),
-            options=[self.tr("K points per person over the whole series (the series costs ε once)"),
-                     self.tr("K points per person in each period (each period costs ε)")], defaultValue=0)
-        self.addParameter(advanced_param(acc))
-        cum = QgsProcessingParameterBoolean(self.CUMULATIVE, self.tr("Running totals of the cell counts "
-                                                                     "(binary-tree mechanism)"), defaultValue=False)
-        self.addParameter(advanced_param(cum))
+        for p in _series_params():
+            title = self.tr(p.title)
+            if p.qgis == self.TIME_FIELD:
+                q = QgsProcessingParameterField(p.qgis, title, parentLayerParameterName=self.INPUT,
+                                                optional=True)
+            elif p.qgis == self.PERIOD:
+                q = QgsProcessingParameterEnum(p.qgis, title,
+                                               options=[self.tr(NO_SERIES)] + [self.tr(t) for t in p.labels],
+                                               defaultValue=0)
+            elif p.qgis in (self.PERIOD_START, self.PERIOD_END):
+                q = QgsProcessingParameterDateTime(p.qgis, title, optional=True)
+            elif p.kind == "choice":
+                q = QgsProcessingParameterEnum(p.qgis, title, options=[self.tr(t) for t in p.labels],
+                                               defaultValue=p.choices.index(p.default))
+            elif p.kind == "flag":
+                q = QgsProcessingParameterBoolean(p.qgis, title, defaultValue=p.default)
+            else:  # the time zone shows its default, the calendar of times written without one
+                q = QgsProcessingParameterString(p.qgis, title, optional=True,
+                                                 defaultValue=p.none_means if p.qgis == self.TIMEZONE else None)
+            q.setHelp(self.tr(p.help) + self.tr(_SERIES_NOTES.get(p.qgis, "")))
+            self.addParameter(advanced_param(q) if p.advanced else q)
 
     def series_kwargs(self, parameters, context):
         """``(time field or None, library keyword arguments of the series)``, checked together."""
@@ -298,7 +303,7 @@ class ParametersMixin:
         if is_set(parameters.get(self.TIME_FIELD)):
             fields = self.parameterAsFields(parameters, self.TIME_FIELD, context)
             field = fields[0] if fields else None
-        period = self.PERIOD_CHOICES[self.parameterAsEnum(parameters, self.PERIOD, context)] \
+        period = period_choices()[self.parameterAsEnum(parameters, self.PERIOD, context)] \
             if is_set(parameters.get(self.PERIOD)) else None
         if field is None and period is None:
             return None, {}
@@ -312,14 +317,17 @@ class ParametersMixin:
                 raise QgsProcessingException(self.tr(
                     "A map series needs its public start and end: the periods come from them, never from the data."))
             bounds.append(_wall_clock(self.parameterAsDateTime(parameters, name, context)))
+        utc = _series_param(self.TIMEZONE).none_means
         tz = self.parameterAsString(parameters, self.TIMEZONE, context) if is_set(parameters.get(self.TIMEZONE)) \
-            else "UTC"
-        out = {"period": period, "period_start": bounds[0], "period_end": bounds[1], "timezone": tz.strip() or "UTC"}
+            else utc
+        out = {"period": period, "period_start": bounds[0], "period_end": bounds[1], "timezone": tz.strip() or utc}
         if is_set(parameters.get(self.TIME_FORMAT)):
             out["time_format"] = self.parameterAsString(parameters, self.TIME_FORMAT, context)
-        if is_set(parameters.get(self.PERSON_ACCOUNTING)) and \
-                self.parameterAsEnum(parameters, self.PERSON_ACCOUNTING, context) == 1:
-            out["person_accounting"] = "period"
+        if is_set(parameters.get(self.PERSON_ACCOUNTING)):
+            acc = _series_param(self.PERSON_ACCOUNTING)
+            chosen = acc.choices[self.parameterAsEnum(parameters, self.PERSON_ACCOUNTING, context)]
+            if chosen != acc.default:
+                out["person_accounting"] = chosen
         if self.parameterAsBool(parameters, self.CUMULATIVE, context):
             out["cumulative"] = True
         return field, out

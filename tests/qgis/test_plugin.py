@@ -255,3 +255,31 @@ def test_every_dialog_has_the_declared_parameters(plugin):
                     assert q.maximum() == pytest.approx(p.maximum, rel=1e-5, abs=1 if p.kind == "integer" else 0)
             assert p.help[:30] in alg.shortHelpString() or p.help[:30].replace("'", "&#x27;") in \
                 alg.shortHelpString(), p.name
+
+
+def test_every_dialog_has_the_declared_series_parameters(plugin):
+    """The map series' parameters are the library's declared series options (dpgeo.series_params): labels, help,
+    options, defaults, advanced flags; only the widgets are QGIS's own (a field, date-time bounds, "No series")."""
+    from dpgeo.pipeline.registry import MECHANISMS
+    from dpgeo.series_params import series_offered
+    from qgis.core import QgsProcessingParameterDefinition as Def
+
+    for mech in MECHANISMS:
+        if mech.reads is None:
+            continue
+        _, params = _definitions(f"dpgeo:{mech.qgis_id}")
+        for p in series_offered("qgis"):
+            q = params[p.qgis]
+            assert q.description() == p.title, p.name
+            assert q.help().startswith(p.help), p.name
+            assert bool(q.flags() & Def.FlagAdvanced) == p.advanced, p.name
+            if p.name == "period":  # one map, then the declared period kinds
+                assert q.options() == ["No series (one map)", *p.labels] and q.defaultValue() == 0
+                assert [c.lower() for c in q.options()[1:]] == list(p.choices)
+            elif p.kind == "choice":
+                assert q.options() == list(p.labels) and q.defaultValue() == p.choices.index(p.default), p.name
+            elif p.kind == "flag":
+                assert q.type() == "boolean" and q.defaultValue() == p.default, p.name
+            elif p.name == "timezone":
+                assert q.defaultValue() == p.none_means
+        assert "APPEND" not in params and "PER_PERIOD_FILES" not in params

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from ...series_params import series_offered
 from .base import (
     DATE_PATTERN,
     RELEASE_ID_PATTERN,
@@ -41,41 +42,30 @@ _cache = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-#: The inputs of a map series (every process that releases), besides the mechanism's own.
-SERIES_INPUTS = {
-    "time": {"title": "Time column (makes a map series)",
-             "description": "The column holding each record's time; one of the dataset's time columns (the data owner "
-                            "lists them). With period, period_start and period_end the release is a series: one map "
-                            "per period, all from one reading of the data, published as one collection whose "
-                            "features carry period_start and period_end.",
-             "schema": {"type": "string", "minLength": 1, "maxLength": 64}, "minOccurs": 0, "maxOccurs": 1},
-    "period": {"title": "Period of the series", "description": "The length of each period (weeks start on Monday).",
-               "schema": {"type": "string", "enum": ["day", "week", "month", "quarter", "year"]},
-               "minOccurs": 0, "maxOccurs": 1},
-    "period_start": {"title": "Series start (public, included)",
-                     "description": "ISO 8601 date or date-time, e.g. 2014-04-01; the periods come from the start and "
-                                    "the end, never from the data, and a period without data is released like any "
-                                    "other.",
-                     "schema": {"type": "string", "maxLength": 40, "pattern": DATE_PATTERN},
-                     "minOccurs": 0, "maxOccurs": 1},
-    "period_end": {"title": "Series end (public, excluded)", "description": "ISO 8601 date or date-time.",
-                   "schema": {"type": "string", "maxLength": 40, "pattern": DATE_PATTERN},
-                   "minOccurs": 0, "maxOccurs": 1},
-    "person_accounting": {"title": "Person cap in a series",
-                          "description": "For a dataset protected per person: 'series' keeps the cap over the whole "
-                                         "series (it costs ε once); 'period' keeps it in each period (each costs ε).",
-                          "schema": {"type": "string", "enum": ["series", "period"], "default": "series"},
-                          "minOccurs": 0, "maxOccurs": 1},
-    "append": {"title": "Series to continue",
-               "description": "The id of a series published by this process for this dataset: the new periods "
-                              "(after its end, at its ε or less) continue it. Per record they cost nothing more; the "
-                              "result is a collection with every period.",
-               "schema": {"type": "string", "pattern": RELEASE_ID_PATTERN}, "minOccurs": 0, "maxOccurs": 1},
-    "cumulative": {"title": "Running totals (binary-tree mechanism)",
-                   "description": "Release the running totals of the cell counts over the periods instead of the "
-                                  "mechanism's map per period.",
-                   "schema": {"type": "boolean", "default": False}, "minOccurs": 0, "maxOccurs": 1},
+#: What the service adds to the declared series options (dpgeo.series_params): what its value is here, and the
+#: bounds of its schema that the declaration's generic schema lacks.
+_SERIES_NOTES = {
+    "time": " One of the dataset's time columns (the data owner lists them); the series is published as one "
+            "collection whose features carry period_start and period_end.",
+    "append": " The value is the id of a series published by this process for this dataset.",
 }
+_SERIES_SCHEMA = {
+    "time": {"minLength": 1, "maxLength": 64},
+    "period_start": {"maxLength": 40, "pattern": DATE_PATTERN},
+    "period_end": {"maxLength": 40, "pattern": DATE_PATTERN},
+    "append": {"pattern": RELEASE_ID_PATTERN},
+}
+
+
+def _series_inputs() -> dict:
+    return {p.name: {"title": p.title, "description": p.help + _SERIES_NOTES.get(p.name, ""),
+                     "schema": {**p.schema("service"), **_SERIES_SCHEMA.get(p.name, {})},
+                     "minOccurs": 0, "maxOccurs": 1}
+            for p in series_offered("service")}
+
+
+#: The inputs of a map series (every process that releases), besides the mechanism's own.
+SERIES_INPUTS = _series_inputs()
 
 
 def input_description(p) -> dict:
