@@ -106,10 +106,10 @@ def write_release(folder, release_id, result, *, title, dataset, process_id, pri
         record["interval"] = [series.get("period_start"), md.get("period_end")]
     text = None
     if html:  # the map page is a convenience: a release stands without one
-        from .mappage import map_html
+        from ..io.html import html_document
 
         try:
-            text = map_html(result.layer, md, title=title)
+            text = html_document(result.layer, md, basemap=None, attribution=None, title=title)
         except Exception:
             import logging
 
