@@ -175,7 +175,20 @@ class CallerGate:
                 err = rate_limited(self.service.requests.retry_after(analyst))
             if err is not None:
                 return await send_json(send, err.status, err.doc, err.headers)
+            send = _no_store(send)
         await self.app(dict(scope, **{ANALYST: analyst}), receive, send)
+
+
+def _no_store(send):
+    """``send`` with ``Cache-Control: private, no-store`` on the response: what an analyst's credentials fetched
+    is for that request alone. A client's cache must neither keep it nor answer another request with it (QGIS
+    3.22 answered a layer opened with a wrong token from the documents the right token had fetched)."""
+    async def wrapped(message):
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers") or [] if k.lower() != b"cache-control"]
+            message = dict(message, headers=[*headers, (b"cache-control", b"private, no-store")])
+        await send(message)
+    return wrapped
 
 
 def rate_limited(retry):

@@ -197,6 +197,15 @@ QGIS_BASIC_SCRIPT = textwrap.dedent("""
 """)
 
 
+def test_what_an_analyst_fetches_is_never_kept_by_a_cache(svc):
+    """Every answer to a request with credentials says no cache may keep it; public answers may be cached."""
+    for token in (TOKEN, PRIVATE_TOKEN):
+        for path in ("/", "/collections", "/processes"):
+            r = Client(svc["server"].url, token).get(path)
+            assert r.status_code == 200 and r.headers["cache-control"] == "private, no-store", (path, r.headers)
+    assert "no-store" not in Client(svc["server"].url).get("/collections").headers.get("cache-control", "")
+
+
 @pytest.mark.qgis
 def test_qgis_opens_a_private_release_with_basic_authentication(svc, tmp_path):
     """QGIS 3.22 has no API-header method: its Basic method, with the token as the password, opens a private
