@@ -17,8 +17,16 @@ Cohen's κ over cells), H3 res 8 (k = 1) and 250 m squares (3 × 3); and the
 false-hotspot rate (share of cells called hot at 95%) on uniform points of the
 same number over the same area. Owner-side: the exact counts are private.
 
+Part 4 (cells chosen from ε, ``--auto``): hot spots and heat with no cell
+size. First the rule's validation on generated city-like sets only (Gaussian
+blocks of heavy-tailed sizes over a uniform background, 5,000 to 200,000
+points in a 24 × 28 km box): κ of hot spots against exact Gi* on the same
+cells, for ρ (evenly spread points per cell, in noise standard deviations) of
+10, 25, 50, 100 — the rule's ρ = 50 was chosen here; then the held-out Uber
+sample with no cell size at ε = 0.5, 1, 2.
+
 Usage: nice python benchmarks/bench_heat.py [--points 11000000] [--reps 3] [--skip-speed] [--skip-hotspots]
-       [--skip-layers]
+       [--skip-layers] [--auto] [--only-auto]
 """
 
 from __future__ import annotations
@@ -176,6 +184,92 @@ def layers(reps):
               f"{alone:5.2f} s; {len(layer)} bands, valid {bool(shapely.is_valid(g).all())}, overlap {overlap:.1e}")
 
 
+BOX = (-93.40, 44.85, -93.10, 45.10)  # generated cities: about 24 km x 28 km
+
+
+def _city(n, seed):
+    """A generated city: 8-30 Gaussian blocks of heavy-tailed sizes over a uniform background (lon/lat)."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(8, 30))
+    w = rng.pareto(1.2, k) + 1
+    w /= w.sum()
+    nb = int(n * rng.uniform(0.1, 0.4))
+    nc = n - nb
+    cx, cy = rng.uniform(BOX[0] + 0.03, BOX[2] - 0.03, k), rng.uniform(BOX[1] + 0.03, BOX[3] - 0.03, k)
+    sd = rng.uniform(0.003, 0.02, k)
+    lab = rng.choice(k, nc, p=w)
+    lon = np.r_[cx[lab] + rng.normal(0, 1, nc) * sd[lab], rng.uniform(BOX[0], BOX[2], nb)]
+    lat = np.r_[cy[lab] + rng.normal(0, 1, nc) * sd[lab] * 0.7, rng.uniform(BOX[1], BOX[3], nb)]
+    return lon, lat
+
+
+def _coastal(n, seed):
+    """A generated coastal city: a downtown holding about half the points, twelve satellites, and a fringe that
+    thins out with distance on land only (the east half of the box is water)."""
+    rng = np.random.default_rng(seed)
+    nc, ns = int(n * rng.uniform(0.45, 0.7)), int(n * rng.uniform(0.15, 0.3))
+    nb = n - nc - ns
+    cx, cy = rng.uniform(-93.30, -93.26), rng.uniform(44.95, 45.0)
+    k = 12
+    sx, sy = rng.uniform(BOX[0], -93.25, k), rng.uniform(BOX[1], BOX[3], k)
+    lab = rng.integers(0, k, ns)
+    d, a = rng.exponential(0.05, nb), rng.uniform(0, 2 * np.pi, nb)
+    fx, fy = cx + d * np.cos(a), cy + d * np.sin(a) * 0.7
+    fx = np.where(fx > -93.25, 2 * (-93.25) - fx, fx)
+    lon = np.r_[cx + rng.normal(0, 0.012, nc), sx[lab] + rng.normal(0, 0.006, ns), fx]
+    lat = np.r_[cy + rng.normal(0, 0.02, nc), sy[lab] + rng.normal(0, 0.004, ns), fy]
+    return lon, lat
+
+
+def _exact_gi(lon, lat, box, cell_m):
+    exact = count_points((lon, lat, "EPSG:4326"), grid_for=lambda a: Grid(a, cell_m), domain=box)
+    g = exact.grid
+    x = np.zeros(g.n_cells)
+    x[g.universe_rank(exact.cell_id)] = exact.count
+    s, w = neighbour_sums(g, x, radius_m=1.5 * cell_m)
+    return getis_ord(x, s, w).gi_bin
+
+
+def _auto_kappa(lon, lat, box, eps, seed):
+    """κ of hot spots with no cell size against exact Gi* on the cells the run chose, and their width."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rel = dpgeo.hotspots((lon, lat, "EPSG:4326"), epsilon=eps, domain=box, seed=seed, ledger=False)
+    width = rel.metadata["cell_width_m"]
+    return _kappa(rel.layer["gi_bin"].to_numpy(), _exact_gi(lon, lat, box, width)), width
+
+
+def auto_cells(reps):
+    import math
+
+    from dpgeo.mechanisms.heat_cells import HOTSPOT_POINTS_PER_NOISE_SD
+    from dpgeo.noise import discrete_laplace_q, discrete_laplace_variance
+
+    print(f"\n# cells chosen from epsilon: the rule's rho on generated cities (eps 1, {reps} sets each)")
+    sd = math.sqrt(discrete_laplace_variance(discrete_laplace_q(0.95, 1)))
+    area = 24e3 * 28e3
+    for kind, make in (("blocks", _city), ("coastal", _coastal)):
+        for n, rho in ((n, rho) for n in (5_000, 30_000, 200_000) for rho in (25, 50, 100, 200)):
+            ks = []
+            for seed in range(reps):
+                lon, lat = make(n, seed)
+                cell = math.sqrt(area / (n / (rho * sd)))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    rel = dpgeo.hotspots((lon, lat, "EPSG:4326"), epsilon=1.0, domain=BOX, seed=100 + seed,
+                                         ledger=False, cell_m=cell, radius_m=1.5 * cell)
+                ks.append(_kappa(rel.layer["gi_bin"].to_numpy(), _exact_gi(lon, lat, BOX, cell)))
+            print(f"  {kind:7s} n {n:>7,}  rho {rho:>3}  cell {cell:6.0f} m  kappa {np.mean(ks):.3f} "
+                  f"(min {np.min(ks):.3f})")
+    print(f"  (the rule's rho: {HOTSPOT_POINTS_PER_NOISE_SD:g})")
+    lon, lat = _uber()
+    print(f"\n# hot spots with no cell size, held out: Uber NYC sample, {lon.size:,} pickups")
+    for eps in (0.5, 1.0, 2.0):
+        ks, widths = zip(*(_auto_kappa(lon, lat, NYC, eps, 300 + r) for r in range(reps)))
+        print(f"  eps {eps:>3}: cells of {np.mean(widths):5.0f} m, Cohen's kappa {np.mean(ks):.3f} "
+              f"(min {np.min(ks):.3f}, {reps} runs)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=int, default=11_000_000)
@@ -183,13 +277,20 @@ def main():
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-hotspots", action="store_true")
     ap.add_argument("--skip-layers", action="store_true")
+    ap.add_argument("--auto", action="store_true", help="also part 4: cells chosen from epsilon")
+    ap.add_argument("--only-auto", action="store_true", help="part 4 alone")
     a = ap.parse_args()
+    if a.only_auto:
+        auto_cells(a.reps)
+        return
     if not a.skip_speed:
         speed(a.points, a.reps)
     if not a.skip_layers:
         layers(a.reps)
     if not a.skip_hotspots:
         hotspots(a.reps)
+    if a.auto:
+        auto_cells(a.reps)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ from .counting.inputs import open_points
 from .io.files import read_layer_metadata
 from .pipeline import dbscan_spans, noise_preview, wavecluster
 from .pipeline.kmeans import kmeans
-from .pipeline.heat import heat, hotspots
+from .pipeline.heat import cells_preview, heat, hotspots
 from .release import ClusterLayer, Release, read_release
 from .series import SeriesRelease
 
@@ -69,6 +69,7 @@ __all__ = [
     "kmeans",
     "heat",
     "hotspots",
+    "cells_preview",
     "noise_preview",
     "Release",
     "SeriesRelease",

@@ -294,6 +294,9 @@ class Mechanism:
         parameters every release shares are the pipeline's).
     exactly_one : tuple of tuple of str
         Groups of parameters of which exactly one must be given (``("cell_m", "grid_size")``).
+    at_most_one : tuple of tuple of str
+        Groups of parameters of which at most one may be given; with none, the
+        mechanism's own rule decides (heat cells: the cell size chosen from ε).
     reads : {"counts", "points", None}
         What the run reads of the private data: cell counts (the counts boundary),
         the points (k-means), or nothing (a preview).
@@ -315,6 +318,7 @@ class Mechanism:
     description: ClassVar[str] = ""
     params: ClassVar[tuple] = ()
     exactly_one: ClassVar[tuple] = ()
+    at_most_one: ClassVar[tuple] = ()
     reads: ClassVar[str | None] = "counts"
     epsilon_required: ClassVar[bool] = True
     fields: ClassVar[tuple] = ()
@@ -355,12 +359,28 @@ class Mechanism:
             given = [n for n in group if out.get(n) is not None]
             if len(given) != 1:
                 raise ParameterError(self.exactly_one_message(group))
+        for group in self.at_most_one:
+            if sum(out.get(n) is not None for n in group) > 1:
+                raise ParameterError(self.at_most_one_message(group))
         self.check(out)
         return out
 
     def exactly_one_message(self, group) -> str:
         names = [f"the {self.param(n).title.lower()} ({n}, {self.param(n).cli_flag})" for n in group]
         return f"give exactly one of {' or '.join(names)}"
+
+    def at_most_one_message(self, group) -> str:
+        names = [f"the {self.param(n).title.lower()} ({n}, {self.param(n).cli_flag})" for n in group]
+        return f"give at most one of {' or '.join(names)} (neither: chosen from epsilon)"
+
+    def exclusive_groups(self) -> tuple:
+        """``(group, required)`` for every group of parameters given together at most once."""
+        return tuple((g, True) for g in self.exactly_one) + tuple((g, False) for g in self.at_most_one)
+
+    def chooses_grid(self, p: Values) -> bool:
+        """Whether this run picks its grid at run time from a DP release (a noisy total), not before the data is
+        read; running totals, which need one grid for every period fixed in advance, refuse such a run."""
+        return False
 
     def check(self, p: Values) -> None:
         """Checks of the parameters together (public, no study area); raise ParameterError."""

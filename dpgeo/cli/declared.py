@@ -35,7 +35,7 @@ def add_param_options(parser, mech, *, title=None, required=True, seen=None):
     another mechanism sharing the parser (``dpgeo compare``).
     """
     g = parser.add_argument_group(title or mech.title)
-    groups = {name: group for group in mech.exactly_one for name in group}
+    groups = {name: (group, req) for group, req in mech.exclusive_groups() for name in group}
     exclusive = {}
     for p in mech.offered("cli"):
         if seen is not None:
@@ -44,9 +44,9 @@ def add_param_options(parser, mech, *, title=None, required=True, seen=None):
             seen.add(p.cli_flag)
         target = g
         if p.name in groups:
-            key = groups[p.name]
+            key, needed = groups[p.name]
             if key not in exclusive:
-                exclusive[key] = g.add_mutually_exclusive_group(required=required)
+                exclusive[key] = g.add_mutually_exclusive_group(required=required and needed)
             target = exclusive[key]
         kw = {"help": p.cli_help(), "dest": p.cli_dest}
         if p.kind == "flag":

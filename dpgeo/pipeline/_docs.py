@@ -264,6 +264,9 @@ def parameters_markdown(mechanisms) -> str:
         if m.exactly_one:
             out += ["Give exactly one of: " + "; ".join(" or ".join(f"`{n}`" for n in g) for g in m.exactly_one)
                     + ".", ""]
+        if m.at_most_one:
+            out += ["Give at most one of: " + "; ".join(" or ".join(f"`{n}`" for n in g) for g in m.at_most_one)
+                    + " (with none, the run chooses from ε).", ""]
         out += ["| Python | command line | QGIS | type | unit | range | default | where | meaning |",
                 "|---|---|---|---|---|---|---|---|---|"]
         for p in m.params:

@@ -56,6 +56,9 @@ def run_cumulative(mech, points, values, *, p, epsilon, c, so, v, composition, u
                              "person_accounting='series'")
     if epsilon is None:
         raise ParameterError("running totals add noise: they need epsilon")
+    if mech.chooses_grid(p):
+        raise ParameterError("running totals add up one grid over every period, fixed before the data is read: give "
+                             f"{mech.cell_option}")
     if v["domain_from_data"]:
         raise ParameterError("a series needs the public study area (domain=), not domain_from_data")
     protected = run_protected_files(points, v["domain"], v["ledger"])

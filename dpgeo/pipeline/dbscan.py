@@ -142,6 +142,9 @@ examples:
 
     cell_option = "radius_m (with eta)"
 
+    def chooses_grid(self, p):
+        return is_auto(p)  # without a radius the cell width comes from a noisy total
+
     def method_name(self, p):
         return "dbscan_spans"
 

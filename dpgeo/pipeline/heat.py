@@ -22,21 +22,33 @@ from ..histogram import (
     sparse_threshold,
 )
 from ..mechanisms.heat import cell_hotspots, count_layer, density_bands
+from ..mechanisms.heat_cells import (
+    HEAT_POINTS_PER_NOISE_SD,
+    HOTSPOT_POINTS_PER_NOISE_SD,
+    MIN_AUTO_CELLS,
+    auto_cells_plan,
+    choose_cells,
+)
+from ..mechanisms.resolution import TOTAL_SHARE, auto_budget, coarse_grid, fine_width
 from ..mechanisms.hotspots import HOTSPOT_CLASSES
 from ..noise import discrete_laplace_q, discrete_laplace_variance, noise_rate, sum_interval_halfwidth
 from ..release import Release
 from ..resources import check_plan, plan_heat
-from ._common import _progress
+from ._common import _crs_label, _progress
 from ._docs import entry_point
 from .dbscan import _release_histogram
-from .run import run_release
+from .run import run_preview, run_release
 
-__all__ = ["heat", "hotspots", "HEAT", "HOTSPOTS", "HeatMechanism", "HotspotsMechanism"]
+__all__ = ["heat", "hotspots", "cells_preview", "HEAT", "HOTSPOTS", "CELLS_PREVIEW", "HeatMechanism",
+           "HotspotsMechanism", "CellsPreviewMechanism"]
 
 _CLAMP = ("dp_count is the released noisy count clamped at 0 (post-processing; dp_count_raw is the release itself, "
           "unbiased and may be negative); dp_count_low/high: 95% interval of the true count, clipped at 0")
 #: The most cells a square hot-spot neighbourhood may have.
 MAX_NEIGHBOURHOOD_CELLS = 40_000
+#: Hot spots with a radius and no cell size: the cells are kept wide enough that all neighbourhoods together
+#: hold at most this many (cell, neighbour) pairs.
+MAX_NEIGHBOURHOOD_PAIRS = 1 << 26
 
 #: Default σ of the bands' smoothing kernel, in cell widths (H3: centre spacings). A convention (about the
 #: cells' own scale), not tuned.
@@ -48,12 +60,13 @@ HOTSPOT_RADIUS_CELLS = 1.5
 #: The two ways of laying cells over the study area (exactly one is given).
 CELL_PARAMS = (
     Param("cell_m", "number", "Cell size",
-          "Width of a square cell, the grid anchored to the study area's corner; give this or the H3 resolution.",
+          "Width of a square cell, the grid anchored to the study area's corner; give this or the H3 resolution, "
+          "or neither: the width is then chosen from epsilon and a noisy count of the points (a share of epsilon).",
           unit="metres", default=None, minimum=0, exclusive_minimum=True, maximum=1_000_000, flag="--cell",
           qgis_name="CELL_SIZE", label="cell_m (cell width)", none_means="none"),
     Param("h3_resolution", "integer", "H3 resolution",
           "H3 hexagon cells of this resolution instead of squares: 7 ≈ 5 km², 8 ≈ 0.7 km², 9 ≈ 0.1 km² (174 m "
-          "edges), 10 ≈ 0.015 km²; give this or the cell size.",
+          "edges), 10 ≈ 0.015 km²; give this or the cell size (or neither: square cells chosen from epsilon).",
           default=None, minimum=0, maximum=15, flag="--h3", qgis_name="H3_RESOLUTION",
           label="h3_resolution (H3 resolution)", none_means="none"),
 )
@@ -112,8 +125,41 @@ _CELL_FIELDS = (
 )
 
 
-def _cells(area, p, c, max_memory_bytes, *, histogram, need_dense, neighbours=0, bands=False):
-    """The public cell set of a run (square Grid or H3Cells), its memory planned and checked first."""
+def is_auto_cells(p) -> bool:
+    """Whether a heat or hot-spot run has neither a cell size nor an H3 resolution (its cells chosen from ε)."""
+    return p.get("cell_m") is None and p.get("h3_resolution") is None
+
+
+def _auto_cap(p, need_dense) -> int:
+    """The most cells a run without a cell size may choose (public): a dense release's limit where every count
+    is needed, else the cap of spans without a radius."""
+    from ..mechanisms.resolution import AUTO_MAX_CELLS
+
+    return min(int(p.max_dense_cells), AUTO_MAX_CELLS) if need_dense else AUTO_MAX_CELLS
+
+
+def _finest_auto_width(area, cap) -> float:
+    """The narrowest cells (metres) a run without a cell size could choose on ``area``."""
+    minx, miny, maxx, maxy = area.polygon.bounds
+    return max(fine_width(area), math.sqrt((maxx - minx) * (maxy - miny) / cap))
+
+
+def _cells(area, p, c, max_memory_bytes, *, histogram, need_dense, neighbours=0, bands=False, min_width=0.0):
+    """The public cell set of a run (square Grid or H3Cells), its memory planned and checked first.
+
+    Without a cell size: the memory of the finest cells the run could choose is checked, and the points are
+    counted on the study area's finest grid (the cells are chosen from a noisy total when the data is read).
+    """
+    if is_auto_cells(p):
+        from ..mechanisms.resolution import fine_grid
+
+        width = max(_finest_auto_width(area, _auto_cap(p, need_dense)), min_width)
+        plan = plan_heat(area, cell_m=width, epsilon=p.epsilon, sensitivity=c.sensitivity, histogram=histogram,
+                         max_dense_cells=p.max_dense_cells,
+                         max_false_cells=p.get("max_false_cells", DEFAULT_MAX_FALSE_CELLS), neighbours=neighbours,
+                         bands=bands)
+        check_plan(plan, max_memory_bytes, cell_option="max_dense_cells, or a cell size (cell_m)")
+        return fine_grid(area)
     plan = plan_heat(area, cell_m=p.cell_m, h3_resolution=p.h3_resolution, epsilon=p.epsilon,
                      sensitivity=c.sensitivity, histogram=histogram, max_dense_cells=p.max_dense_cells,
                      max_false_cells=p.get("max_false_cells", DEFAULT_MAX_FALSE_CELLS), neighbours=neighbours,
@@ -137,23 +183,49 @@ def _too_many(what, n, limit, about=""):
                          f"{about}{n:,} cells (at most {limit:,}): use larger cells (a coarser H3 resolution)")
 
 
-def _count_setup(grid, p, c, histogram):
-    """The public quantities of the count release on ``grid``: dense or sparse, q, θ."""
-    noise_rate(p.epsilon, c.sensitivity)  # the exact sampler's range, refused before any data is read
+def _count_setup(grid, p, c, histogram, epsilon=None):
+    """The public quantities of the count release on ``grid``: dense or sparse, q, θ (``epsilon``: the counts'
+    budget, default the run's)."""
+    epsilon = p.epsilon if epsilon is None else epsilon
+    noise_rate(epsilon, c.sensitivity)  # the exact sampler's range, refused before any data is read
     kind = choose_histogram(grid, histogram, max_dense_cells=p.max_dense_cells)
-    q = discrete_laplace_q(p.epsilon, c.sensitivity)
+    q = discrete_laplace_q(epsilon, c.sensitivity)
     theta = sparse_threshold(grid.n_cells, q, p.get("max_false_cells", DEFAULT_MAX_FALSE_CELLS)) \
         if kind == "sparse" else None
-    return {"kind": kind, "q": q, "theta": theta}
+    return {"kind": kind, "q": q, "theta": theta, "epsilon": epsilon}
 
 
-def _release(counts, p, c, setup, rng, progress):
-    """The one private step: the noisy counts of every cell (dense) or of the cells above θ (sparse)."""
+def _auto_setup(p, c, histogram, rho):
+    """The public quantities of a run without a cell size: the two shares of ε (both in the sampler's range)."""
+    eps0, eps1 = auto_budget(p.epsilon)
+    noise_rate(eps0, c.sensitivity)
+    noise_rate(eps1, c.sensitivity)
+    return {"auto_cells": True, "epsilon_total": eps0, "epsilon_counts": eps1, "histogram": histogram, "rho": rho}
+
+
+def _release(counts, p, c, setup, rng, progress, *, need_dense=False, factor_bounds=(1, None)):
+    """The one private step: the noisy counts of every cell (dense) or of the cells above θ (sparse).
+
+    Without a cell size (``setup["auto_cells"]``) the noisy total is released first and picks the cells
+    (:func:`dpgeo.mechanisms.heat_cells.choose_cells`); the counts then use the rest of ε.
+    """
+    auto = None
+    if setup.get("auto_cells"):
+        _progress(progress, 0.4, "noisy total and the cells it picks")
+        auto = choose_cells(counts, epsilon=p.epsilon, sensitivity=c.sensitivity, rho=setup["rho"],
+                            max_cells=_auto_cap(p, need_dense), rng=rng, min_factor=factor_bounds[0],
+                            max_factor=factor_bounds[1])
+        counts = auto.counts
+        setup = _count_setup(counts.grid, p, c, setup["histogram"], epsilon=setup["epsilon_counts"])
     grid = counts.grid
-    _progress(progress, 0.4, f"noisy {setup['kind']} counts of {grid.n_cells:,} cells")
-    hist = _release_histogram(counts, kind=setup["kind"], epsilon=p.epsilon, sensitivity=c.sensitivity,
+    _progress(progress, 0.45, f"noisy {setup['kind']} counts of {grid.n_cells:,} cells")
+    hist = _release_histogram(counts, kind=setup["kind"], epsilon=setup["epsilon"], sensitivity=c.sensitivity,
                               theta=setup["theta"], rng=rng)
-    return hist, _cells_metadata(grid, setup["kind"], setup["theta"], setup["q"])
+    md = _cells_metadata(grid, setup["kind"], setup["theta"], setup["q"])
+    if auto is not None:
+        md.update(auto.settings)
+        md["cells_chosen"] = True
+    return hist, md
 
 
 def _cells_metadata(grid, kind, theta, q):
@@ -183,9 +255,22 @@ def _spacing(grid) -> float:
 class _CellsMechanism(Mechanism):
     """What heat and hot-spot layers share: the cell set, the count release, its metadata."""
 
-    exactly_one = (("cell_m", "h3_resolution"),)
+    at_most_one = (("cell_m", "h3_resolution"),)
     cell_option = "the cell size (a larger cell_m, or a coarser h3_resolution)"
     read_share = 0.4
+    #: ``ρ`` of a run without a cell size (:mod:`dpgeo.mechanisms.heat_cells`).
+    points_per_noise_sd = HEAT_POINTS_PER_NOISE_SD
+
+    def chooses_grid(self, p):
+        return is_auto_cells(p)
+
+    @staticmethod
+    def _factor_bounds(area, p):
+        """``(min, max)`` factor of the cells a run without a cell size may choose (public)."""
+        return 1, None
+
+    def _needs_dense(self, p):
+        return False
 
     def check(self, p):
         if p.h3_resolution is not None:
@@ -201,7 +286,43 @@ class _CellsMechanism(Mechanism):
         # loss of ε/s; bands and Gi* classes are post-processing (privacy.md §9)
         return True
 
+    def preview(self, area, p, c):
+        """The cells a run would use on ``area`` and their noise (public inputs only; reads no data)."""
+        from ..mechanisms.resolution import coarse_grid as _coarse
+
+        out = {"layer": self.short_title(p), "epsilon": p.epsilon, "working_crs": _crs_label(area.crs)}
+        if not is_auto_cells(p):
+            grid = self.grid(area, p, c, p.get("max_memory_bytes"))
+            setup = self.setup(grid, p, c)
+            q = setup["q"]
+            out.update(cells="H3" if p.h3_resolution is not None else "square", n_cells=grid.n_cells,
+                       cell_width_m=None if p.h3_resolution is not None else p.cell_m,
+                       h3_resolution=p.h3_resolution, noise_sd_of_cell=math.sqrt(discrete_laplace_variance(q)),
+                       count_error_95=sum_interval_halfwidth(1, q, 0.95), spends_budget=False)
+            return out
+        self.grid(area, p, c, p.get("max_memory_bytes"))  # the same refusals as a run
+        setup = self.setup(None, p, c)
+        w0 = fine_width(area)
+        q = discrete_laplace_q(setup["epsilon_counts"], c.sensitivity)
+        bounds = self._factor_bounds(area, p)
+        n_points = p.get("n_points")
+        rows = []
+        for n in ([10 ** k for k in range(3, 8)] if n_points is None else [int(n_points)]):
+            k = auto_cells_plan(area, w0, n, epsilon_counts=setup["epsilon_counts"], sensitivity=c.sensitivity,
+                                rho=setup["rho"], max_cells=_auto_cap(p, self._needs_dense(p)), min_factor=bounds[0],
+                                max_factor=bounds[1])
+            m = _coarse(area, w0, k).n_cells
+            rows.append({"n_points": n, "cell_width_m": k * w0, "n_cells": m, "mean_points_per_cell": n / m})
+        out.update(cells="square, chosen from epsilon and a noisy count of the points", total_share=TOTAL_SHARE,
+                   epsilon_total=setup["epsilon_total"], epsilon_counts=setup["epsilon_counts"],
+                   cells_points_per_noise_sd=setup["rho"], min_cells=MIN_AUTO_CELLS, fine_cell_width_m=w0,
+                   noise_sd_of_cell=math.sqrt(discrete_laplace_variance(q)),
+                   count_error_95=sum_interval_halfwidth(1, q, 0.95), cells_by_points=rows, spends_budget=False)
+        return out
+
     def cell_width(self, area, p):
+        if is_auto_cells(p):
+            return _finest_auto_width(area, _auto_cap(p, self._needs_dense(p)))
         if p.h3_resolution is not None:
             from ..h3cells import H3_AREA_M2
 
@@ -255,6 +376,9 @@ examples:
     def _histogram(self, p):
         return "dense" if p.bands is not None else p.histogram
 
+    def _needs_dense(self, p):
+        return p.get("bands") is not None
+
     # (the titles also take the service's request values, where an unset option is absent)
     def ledger_name(self, p):
         return "dp-heat-bands" if p.get("bands") is not None else "dp-heat"
@@ -273,10 +397,12 @@ examples:
                       need_dense="density bands" if p.bands is not None else None, bands=p.bands is not None)
 
     def setup(self, grid, p, c):
+        if is_auto_cells(p):
+            return _auto_setup(p, c, self._histogram(p), self.points_per_noise_sd)
         return _count_setup(grid, p, c, self._histogram(p))
 
     def run(self, counts, p, c, setup, rng, progress):
-        hist, md = _release(counts, p, c, setup, rng, progress)
+        hist, md = _release(counts, p, c, setup, rng, progress, need_dense=self._needs_dense(p))
         _progress(progress, 0.6, "layer")
         if p.bands is None:
             return Outcome(count_layer(hist), md, hist)
@@ -322,6 +448,11 @@ examples:
   dpgeo hotspots trips.parquet -o hot.html --epsilon 1 --h3 8 --ring 2 --fdr --domain city.geojson
 """
 
+    points_per_noise_sd = HOTSPOT_POINTS_PER_NOISE_SD
+
+    def _needs_dense(self, p):
+        return True
+
     def check(self, p):
         super().check(p)
         if p.cell_m is not None:
@@ -334,30 +465,60 @@ examples:
                                      "radius or larger cells")
 
     @staticmethod
-    def _radius(p):
-        return p.radius_m if p.radius_m is not None else HOTSPOT_RADIUS_CELLS * p.cell_m
+    def _radius(p, cell_m=None):
+        cell_m = p.cell_m if cell_m is None else cell_m
+        return p.radius_m if p.radius_m is not None else HOTSPOT_RADIUS_CELLS * cell_m
 
-    def _neighbours(self, p):
+    def _neighbours(self, p, cell_m=None):
         if p.h3_resolution is not None:
             return 3 * p.k * (p.k + 1) + 1
-        r = self._radius(p) / p.cell_m
-        return int(math.pi * r * r) + 1
+        r = self._radius(p, cell_m) / (p.cell_m if cell_m is None else cell_m)
+        return min(int(math.pi * r * r) + 1, MAX_NEIGHBOURHOOD_CELLS)
+
+    @staticmethod
+    def _factor_bounds(area, p):
+        """``(min, max)`` factor of the cells a run without a cell size may choose, so that a given radius holds
+        more than the cell alone, at most :data:`MAX_NEIGHBOURHOOD_CELLS` cells, and all the neighbourhoods
+        together at most :data:`MAX_NEIGHBOURHOOD_PAIRS` (cell, neighbour) pairs (public)."""
+        if p.radius_m is None:
+            return 1, None
+        fine_w = fine_width(area)
+        r = p.radius_m
+        most = max(1, math.floor(r / fine_w))  # cells no wider than the radius
+        # (2 floor(r / w) + 1)^2 <= MAX: w >= r / ((sqrt(MAX) - 1) / 2)
+        w_side = r / ((math.sqrt(MAX_NEIGHBOURHOOD_CELLS) - 1) / 2)
+        # (A / w^2) * (pi r^2 / w^2) <= PAIRS
+        w_pairs = (area.polygon.envelope.area * math.pi * r * r / MAX_NEIGHBOURHOOD_PAIRS) ** 0.25
+        least = max(1, math.ceil(max(w_side, w_pairs) / fine_w))
+        return least, most
 
     def method_name(self, p):
         return "dp_hotspots"
 
     def grid(self, area, p, c, max_memory_bytes=None):
+        if is_auto_cells(p):
+            w0 = fine_width(area)
+            least, most = self._factor_bounds(area, p)
+            if p.radius_m is not None and (p.radius_m < w0 or least > most):
+                raise ParameterError(f"radius_m ({p.radius_m:g} m) leaves no cell width to choose on this study area "
+                                     f"(its finest cells are {w0:.3g} m wide): give a larger radius, or a cell size")
+            width = max(_finest_auto_width(area, _auto_cap(p, True)), least * w0)
+            return _cells(area, p, c, max_memory_bytes, histogram="dense", need_dense="hot spots",
+                          neighbours=self._neighbours(p, width), min_width=width)
         return _cells(area, p, c, max_memory_bytes, histogram="dense", need_dense="hot spots",
                       neighbours=self._neighbours(p))
 
     def setup(self, grid, p, c):
+        if is_auto_cells(p):
+            return _auto_setup(p, c, "dense", self.points_per_noise_sd)
         return _count_setup(grid, p, c, "dense")
 
     def run(self, counts, p, c, setup, rng, progress):
-        hist, md = _release(counts, p, c, setup, rng, progress)
+        bounds = self._factor_bounds(counts.grid.area, p)
+        hist, md = _release(counts, p, c, setup, rng, progress, need_dense=True, factor_bounds=bounds)
         _progress(progress, 0.6, "Getis-Ord Gi*")
         h3 = p.h3_resolution is not None
-        radius = None if h3 else self._radius(p)
+        radius = None if h3 else self._radius(p, hist.grid.cell_m)
         res = cell_hotspots(hist, radius_m=radius, k=p.k, fdr=p.fdr)
         layer = count_layer(hist, extra={"gi_z": res.gi_z, "gi_p": res.gi_p, "gi_bin": res.gi_bin,
                                          "hotspot": res.hotspot})
@@ -375,9 +536,60 @@ examples:
         return Outcome(layer, md, hist)
 
 
+class CellsPreviewMechanism(_CellsMechanism):
+    """The cells a heat, density-band or hot-spot layer would use, and their noise: reads no data, spends nothing."""
+
+    name = "cells-preview"
+    entry_point = "cells_preview"
+    command = "preview-cells"
+    qgis_id = "cellspreview"
+    title = "Cells preview for heat and hot-spot layers (spends no budget)"
+    summary = "the cells a heat or hot-spot layer would use, and their noise (no data, no budget)"
+    description = ("The cells a heat layer, density bands or hot spots would have on the public study area, and "
+                   "the noise of each cell's count; without a cell size, the cell width the run would choose "
+                   "from epsilon for a number of points (a run uses its noisy count). Reads no data and spends no "
+                   "budget.")
+    keywords = ("differential privacy", "heat map", "hot spots", "cells", "preview")
+    reads = None
+    examples = """\
+examples:
+  # the cells hot spots would choose without a cell size, at epsilon 1
+  dpgeo preview-cells --layer hotspots --epsilon 1 --domain=-93.33,44.89,-93.19,45.06
+"""
+    params = CELL_PARAMS + (
+        Param("layer", "choice", "Layer",
+              "The layer to preview: heat (cell counts), bands (density bands: every cell's count) or hotspots.",
+              default="heat", choices=("heat", "bands", "hotspots"), labels=("Heat cells", "Density bands",
+                                                                               "Hot spots")),
+        Param("n_points", "integer", "Number of points (no cell size)",
+              "Without a cell size: the number of points to show the choice for (a run uses its noisy count); "
+              "default 1,000 to 10 million.",
+              default=None, unit="points", minimum=1, maximum=10 ** 12, advanced=True),
+        _MAX_DENSE,
+    )
+
+    def _target(self, p):
+        return HOTSPOTS if p.layer == "hotspots" else HEAT
+
+    def _as_target(self, p):
+        t = self._target(p)
+        q = t.validate({**p, "bands": 5 if p.layer == "bands" else None})
+        q["epsilon"] = p.get("epsilon")
+        q["n_points"] = p.get("n_points")
+        q["max_memory_bytes"] = p.get("max_memory_bytes")
+        return t, q
+
+    def preview(self, area, p, c):
+        t, q = self._as_target(p)
+        out = t.preview(area, q, c)
+        out["layer"] = p.layer
+        return out
+
+
 #: The declarations (one instance each; the registry lists them).
 HEAT = HeatMechanism()
 HOTSPOTS = HotspotsMechanism()
+CELLS_PREVIEW = CellsPreviewMechanism()
 
 _HEAT_RETURNS = """Release
     ``layer``: one feature per cell with ``cell_id``, ``h3`` (H3 cells only), ``dp_count``
@@ -444,3 +656,23 @@ def hotspots(points, *, epsilon: float, domain, cell_m: float | None = None, h3_
     True
     """
     return run_release(HOTSPOTS, points, locals())
+
+
+@entry_point(CELLS_PREVIEW)
+def cells_preview(*, epsilon: float, domain, layer: str = "heat", cell_m: float | None = None,
+                  h3_resolution: int | None = None, domain_crs=None, crs=None, sensitivity: int = 1,
+                  n_points: int | None = None, max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
+                  max_memory_bytes=None) -> dict:
+    """The cells a heat, density-band or hot-spot layer would use, and their noise (spends no budget).
+
+    Without a cell size, the width the run would choose from ε for each number
+    of points in ``n_points`` (default 10³ … 10⁷; a run uses its noisy count).
+
+    Examples
+    --------
+    >>> pv = cells_preview(epsilon=1.0, layer="hotspots", domain=(-93.33, 44.89, -93.19, 45.05), n_points=50_000)
+    >>> row = pv["cells_by_points"][0]
+    >>> row["n_points"], 300 < row["cell_width_m"] < 1000
+    (50000, True)
+    """
+    return run_preview(CELLS_PREVIEW, locals())

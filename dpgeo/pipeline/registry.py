@@ -8,7 +8,7 @@ if it should have one, a Python entry point) and add one line here; see
 from __future__ import annotations
 
 from .dbscan import PREVIEW, SPANS
-from .heat import HEAT, HOTSPOTS
+from .heat import CELLS_PREVIEW, HEAT, HOTSPOTS
 from .kmeans import KMEANS
 from .wave import WAVECLUSTER
 
@@ -22,6 +22,7 @@ MECHANISMS = (
     HEAT,
     HOTSPOTS,
     PREVIEW,
+    CELLS_PREVIEW,
 )
 
 

@@ -119,6 +119,10 @@ def param_values(alg, mech, parameters, context) -> dict:
         if sum(values.get(n) is not None for n in group) != 1:
             text = mech.exactly_one_message(group)
             raise QgsProcessingException(tr(text[:1].upper() + text[1:] + "."))
+    for group in getattr(mech, "at_most_one", ()):
+        if sum(values.get(n) is not None for n in group) > 1:
+            text = mech.at_most_one_message(group)
+            raise QgsProcessingException(tr(text[:1].upper() + text[1:] + "."))
     return {name: v for name, v in values.items() if v is not None}  # unset: the library's own rule
 
 
