@@ -542,7 +542,8 @@ class CellsPreviewMechanism(_CellsMechanism):
     name = "cells-preview"
     entry_point = "cells_preview"
     command = "preview-cells"
-    qgis_id = "cellspreview"
+    qgis_id = None  # QGIS's preview algorithm shows the spans' preview; this one is on the command line and API
+    fronts = frozenset({"api", "cli", "service"})
     title = "Cells preview for heat and hot-spot layers (spends no budget)"
     summary = "the cells a heat or hot-spot layer would use, and their noise (no data, no budget)"
     description = ("The cells a heat layer, density bands or hot spots would have on the public study area, and "

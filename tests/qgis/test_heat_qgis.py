@@ -116,7 +116,7 @@ def test_cells_given_twice_are_refused_before_reading(plugin, processing_module,
     from qgis.core import QgsProcessingException
 
     path, name = sample_points
-    with pytest.raises(QgsProcessingException, match="exactly one"):
+    with pytest.raises(QgsProcessingException, match="at most one"):
         processing_module.run("dpgeo:heat", {
             "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "CELL_SIZE": 250.0, "H3_RESOLUTION": 8,
             "STUDY_AREA_LAYER": sample_study_area, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)

@@ -125,7 +125,7 @@ def test_landing_page_conformance_and_api_definition(svc):
 def test_processes_describe_their_inputs_with_json_schema(svc):
     anon = client(svc).get("/processes").json()
     assert {p["id"] for p in anon["processes"]} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans", "dp-heat",
-                                                      "dp-hotspots", "noise-preview"}
+                                                      "dp-hotspots", "noise-preview", "cells-preview"}
     d = client(svc).get("/processes/dp-dbscan-spans").json()
     assert d["inputs"]["epsilon"]["schema"] == {"type": "number", "minimum": 0.001, "maximum": 100}
     assert d["inputs"]["min_points"]["schema"]["type"] == "integer"
@@ -404,7 +404,7 @@ def test_heat_and_hotspot_releases(svc):
     assert d["inputs"]["h3_resolution"]["minOccurs"] == 0 and d["inputs"]["cell_m"]["minOccurs"] == 0
     assert "max_dense_cells" not in d["inputs"] and "seed" not in d["inputs"]
     base = {"dataset": "hx", "epsilon": 0.25}
-    for bad, word in (({}, "exactly one"), ({"cell_m": 200, "h3_resolution": 8}, "exactly one"),
+    for bad, word in (({"cell_m": 200, "h3_resolution": 8}, "at most one"),
                       ({"h3_resolution": 16}, "<= 15"), ({"h3_resolution": 15}, "this server allows at most"),
                       ({"cell_m": 200, "bands": 0}, ">= 1"), ({"cell_m": 200, "bands": 3, "histogram": "sparse"},
                                                               "dense release")):
@@ -414,6 +414,10 @@ def test_heat_and_hotspot_releases(svc):
     assert r.status_code == 200, r.text
     md = r.json()["release"]["metadata"]
     assert md["method"] == "dp_heat" and md["cells"] == "H3" and md["differentially_private"] is True
+    auto = hana.execute("dp-heat", base)  # no cell size: square cells chosen from epsilon
+    assert auto.status_code == 200, auto.text
+    amd = auto.json()["release"]["metadata"]
+    assert amd["cells_chosen"] is True and amd["cells"] == "square" and amd["cell_width_m"] > 0
     feats = r.json()["layer"]["features"]
     assert len(feats) == md["n_cells"] and all(len(f["properties"]["h3"]) == 15 for f in feats)
     import shapely
@@ -427,8 +431,9 @@ def test_heat_and_hotspot_releases(svc):
     props = [f["properties"] for f in r.json()["layer"]["features"]]
     assert {"gi_z", "gi_p", "gi_bin", "hotspot"} <= set(props[0]) and max(p["gi_bin"] for p in props) >= 1
     b = ledger(svc).budget("hx")
-    assert b.spent_epsilon == Fraction(1, 2)
-    assert [(x.mechanism, x.analyst) for x in b.releases] == [("dp-heat", "hana"), ("dp-hotspots", "hana")]
+    assert b.spent_epsilon == Fraction(3, 4)
+    assert [(x.mechanism, x.analyst) for x in b.releases] == [("dp-heat", "hana"), ("dp-heat", "hana"),
+                                                               ("dp-hotspots", "hana")]
 
 
 def test_spans_without_a_radius(svc):
