@@ -182,3 +182,48 @@ def test_command_line_heat_and_preview_without_a_cell_size(tmp_path, capsys):
                  "--domain-crs", CRS, "--crs", CRS])
     assert code in (0, None)
     assert "cell" in capsys.readouterr().out
+
+
+# -- H3 cells of a resolution chosen from ε ------------------------------------------------------------------------
+
+LONLAT = {"domain": (-93.33, 44.89, -93.19, 45.05)}
+
+
+def _lonlat(seed=0, n=20_000):
+    rng = np.random.default_rng(seed)
+    k = n // 2
+    lon = np.r_[rng.normal(-93.27, 0.01, k), rng.uniform(-93.33, -93.19, n - k)]
+    lat = np.r_[rng.normal(44.98, 0.01, k), rng.uniform(44.89, 45.05, n - k)]
+    return lon, lat, "EPSG:4326"
+
+
+def test_h3_parents_are_h3s_own():
+    import h3ronpy
+    import pyarrow as pa
+
+    from dpgeo.domain import StudyArea
+    from dpgeo.h3cells import H3Cells
+    from dpgeo.mechanisms.heat_cells import h3_parents
+
+    cells = H3Cells(StudyArea.from_bbox(LONLAT["domain"]), 10).cells
+    for r in (4, 7, 9, 10):
+        ref = np.asarray(h3ronpy.change_resolution(pa.array(cells), r)).astype(np.uint64)
+        assert (h3_parents(cells, r) == ref).all(), r
+
+
+def test_h3_cells_chosen_from_epsilon():
+    heat = dpgeo.heat(_lonlat(), epsilon=1.0, cells="h3", seed=1, ledger=False, **LONLAT)
+    hot = dpgeo.hotspots(_lonlat(), epsilon=1.0, cells="h3", seed=1, ledger=False, **LONLAT)
+    for r in (heat, hot):
+        md = r.metadata
+        assert md["cells"] == "H3" and md["cells_chosen"] and md["h3_resolution"] <= md["fine_h3_resolution"]
+        assert len(r.layer) == md["n_cells"] and r.layer["h3"].str.len().eq(15).all()
+        assert abs(int(r.layer["dp_count_raw"].sum()) - 20_000) < 600  # every point counted once
+    assert hot.metadata["h3_resolution"] < heat.metadata["h3_resolution"]  # hot spots take coarser cells
+    pv = dpgeo.cells_preview(epsilon=1.0, cells="h3", n_points=20_000, **LONLAT)
+    assert pv["cells_by_points"][0]["h3_resolution"] == heat.metadata["h3_resolution"]
+
+
+def test_h3_shape_with_a_cell_size_is_refused():
+    with pytest.raises(ParameterError, match="cells='h3'"):
+        dpgeo.heat(_lonlat(), epsilon=1.0, cells="h3", cell_m=200, ledger=False, **LONLAT)

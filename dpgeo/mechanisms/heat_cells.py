@@ -59,12 +59,17 @@ from .resolution import (
 )
 
 __all__ = [
+    "FINE_H3_CELLS",
     "HEAT_POINTS_PER_NOISE_SD",
     "HOTSPOT_POINTS_PER_NOISE_SD",
     "MIN_AUTO_CELLS",
     "AutoCells",
     "auto_cells_plan",
+    "auto_h3_plan",
     "choose_cells",
+    "choose_h3_cells",
+    "fine_h3_resolution",
+    "h3_parents",
 ]
 
 #: ``ρ`` of a heat layer (cell counts or density bands): evenly spread points per cell, in noise standard deviations.
@@ -74,6 +79,11 @@ HOTSPOT_POINTS_PER_NOISE_SD = 100.0
 #: The fewest cells a layer without a cell size is made of (a 4 × 4 map): fewer points than that many noise
 #: standard deviations still get a map, each cell with its (then wide) interval.
 MIN_AUTO_CELLS = 16
+
+
+#: H3 cells chosen from ε: the points are counted on the finest resolution with about this many cells over the
+#: study area (or resolution 15), then added up into the parents of the resolution chosen.
+FINE_H3_CELLS = 1 << 21
 
 
 @dataclass
@@ -156,3 +166,102 @@ def choose_cells(counts: CellCounts, *, epsilon: float, sensitivity: int, rho: f
         "noise_sd_of_cell": math.sqrt(discrete_laplace_variance(q)),
     }
     return AutoCells(coarse, int(n_hat), factor, settings)
+
+
+# -- H3 cells -----------------------------------------------------------------------------------------------------
+
+def fine_h3_resolution(area, *, max_cells: int = FINE_H3_CELLS) -> int:
+    """The finest H3 resolution with about ``max_cells`` cells or fewer over ``area`` (a function of the study area
+    alone): the points are counted on it.
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> fine_h3_resolution(StudyArea.from_bbox((-93.33, 44.89, -93.19, 45.05)))
+    12
+    """
+    from ..h3cells import h3_cells_estimate
+
+    r = 0
+    while r < 15 and h3_cells_estimate(area, r + 1) <= max_cells:
+        r += 1
+    return r
+
+
+def auto_h3_plan(area, n_hat: float, *, finest: int, epsilon_counts: float, sensitivity: int = 1, rho: float,
+                 max_cells: int) -> int:
+    """The H3 resolution (at most ``finest``) whose cells over ``area`` come closest, in ratio, to
+    ``M = max(n̂ / (ρ σ), MIN_AUTO_CELLS)``, among those with at most ``max_cells`` cells (public inputs only).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> a = StudyArea.from_bbox((-93.33, 44.89, -93.19, 45.05))
+    >>> auto_h3_plan(a, 50_000, finest=12, epsilon_counts=0.95, rho=2, max_cells=1 << 20)
+    10
+    >>> auto_h3_plan(a, 50_000, finest=12, epsilon_counts=0.95, rho=100, max_cells=1 << 20)
+    8
+    """
+    from ..h3cells import h3_cells_estimate
+
+    m = max(target_cells(n_hat, epsilon=epsilon_counts, sensitivity=sensitivity, rho=rho), float(MIN_AUTO_CELLS))
+    ok = [r for r in range(finest + 1) if h3_cells_estimate(area, r) <= max_cells] or [0]
+    return min(ok, key=lambda r: (abs(math.log(h3_cells_estimate(area, r) / m)), -r))
+
+
+def h3_parents(cells: np.ndarray, resolution: int) -> np.ndarray:
+    """The H3 index of the parent at ``resolution`` of each cell of a finer resolution (uint64; H3's
+    ``cellToParent``, from the index bits alone: the resolution field set, the finer digits set to 7).
+
+    Examples
+    --------
+    >>> hex(int(h3_parents(np.array([0x8b262cd05a45fff], dtype=np.uint64), 9)[0]))
+    '0x89262cd05a7ffff'
+    """
+    c = np.asarray(cells, dtype=np.uint64)
+    res_field = np.uint64(0xF) << np.uint64(52)
+    low = np.uint64((1 << (3 * (15 - resolution))) - 1)
+    return (c & ~res_field) | (np.uint64(resolution) << np.uint64(52)) | low
+
+
+def choose_h3_cells(counts: CellCounts, *, epsilon: float, sensitivity: int, rho: float, max_cells: int, rng,
+                    total_share: float = TOTAL_SHARE) -> AutoCells:
+    """Release ``n̂`` from exact counts of fine H3 cells, pick a resolution from it and add the counts up into the
+    parents of that resolution (**private** counts; released next with the rest of ε).
+
+    A point's coarse cell is its fine cell's parent in H3's index hierarchy (exact, unlike the ground, where a
+    parent only approximately covers its children); a parent outside the study area's cell set is dropped, by
+    a rule on the point's position alone.
+    """
+    from ..counting.accumulate import sum_by_id
+    from ..h3cells import H3Cells
+
+    fine = counts.grid
+    eps0, eps1 = auto_budget(epsilon, total_share)
+    n = int(np.asarray(counts.count, dtype=np.int64).sum())
+    n_hat = release_total(n, epsilon=eps0, sensitivity=sensitivity, rng=rng)
+    res = auto_h3_plan(fine.area, n_hat, finest=fine.resolution, epsilon_counts=eps1, sensitivity=sensitivity,
+                       rho=rho, max_cells=max_cells)
+    grid = fine if res == fine.resolution else H3Cells(fine.area, res)
+    if grid is fine:
+        ids, cnt = np.asarray(counts.cell_id, dtype=np.int64), np.asarray(counts.count, dtype=np.int64)
+    else:
+        parent = h3_parents(fine.cells[np.asarray(counts.cell_id, dtype=np.int64)], res)
+        pos = np.minimum(np.searchsorted(grid.cells, parent), grid.n_cells - 1)
+        keep = grid.cells[pos] == parent
+        ids, cnt = sum_by_id(pos[keep].astype(np.int64), np.asarray(counts.count, dtype=np.int64)[keep],
+                             grid.n_cells)
+    q = discrete_laplace_q(eps1, sensitivity)
+    settings = {
+        "cells_rule": (f"H3 resolution chosen from epsilon: the one whose cell count over the study area is closest "
+                       f"to max(noisy total / ({rho:g} x sd of one cell's noise), {MIN_AUTO_CELLS}); points counted "
+                       f"at resolution {fine.resolution} and added up into their parents"),
+        "cells_points_per_noise_sd": rho,
+        "n_hat": int(n_hat),
+        "total_share": total_share,
+        "epsilon_total": eps0,
+        "epsilon_counts": eps1,
+        "fine_h3_resolution": fine.resolution,
+        "noise_sd_of_cell": math.sqrt(discrete_laplace_variance(q)),
+    }
+    return AutoCells(CellCounts(grid, ids, cnt, diagnostics=counts.diagnostics), int(n_hat), res, settings)

@@ -23,11 +23,15 @@ from ..histogram import (
 )
 from ..mechanisms.heat import cell_hotspots, count_layer, density_bands
 from ..mechanisms.heat_cells import (
+    FINE_H3_CELLS,
     HEAT_POINTS_PER_NOISE_SD,
     HOTSPOT_POINTS_PER_NOISE_SD,
     MIN_AUTO_CELLS,
     auto_cells_plan,
+    auto_h3_plan,
     choose_cells,
+    choose_h3_cells,
+    fine_h3_resolution,
 )
 from ..mechanisms.resolution import TOTAL_SHARE, auto_budget, coarse_grid, fine_width
 from ..mechanisms.hotspots import HOTSPOT_CLASSES
@@ -69,6 +73,11 @@ CELL_PARAMS = (
           "edges), 10 ≈ 0.015 km²; give this or the cell size (or neither: square cells chosen from epsilon).",
           default=None, minimum=0, maximum=15, flag="--h3", qgis_name="H3_RESOLUTION",
           label="h3_resolution (H3 resolution)", none_means="none"),
+    Param("cells", "choice", "Cell shape without a cell size",
+          "With neither a cell size nor an H3 resolution, the cells chosen from epsilon are squares, or H3 "
+          "hexagons of the resolution chosen.",
+          default="square", choices=("square", "h3"), labels=("Squares", "H3 hexagons"), flag="--cells",
+          qgis_name="CELL_SHAPE", advanced=True),
 )
 _MAX_DENSE = Param("max_dense_cells", "integer", "Largest dense release",
                    "The most cells whose counts are all released (dense); histogram='auto' takes the sparse "
@@ -130,6 +139,11 @@ def is_auto_cells(p) -> bool:
     return p.get("cell_m") is None and p.get("h3_resolution") is None
 
 
+def _h3(p) -> bool:
+    """Whether a run's cells are H3 hexagons (a given resolution, or one chosen from ε)."""
+    return p.get("h3_resolution") is not None or (is_auto_cells(p) and p.get("cells") == "h3")
+
+
 def _auto_cap(p, need_dense) -> int:
     """The most cells a run without a cell size may choose (public): a dense release's limit where every count
     is needed, else the cap of spans without a radius."""
@@ -150,6 +164,19 @@ def _cells(area, p, c, max_memory_bytes, *, histogram, need_dense, neighbours=0,
     Without a cell size: the memory of the finest cells the run could choose is checked, and the points are
     counted on the study area's finest grid (the cells are chosen from a noisy total when the data is read).
     """
+    if is_auto_cells(p) and p.get("cells") == "h3":
+        from ..h3cells import H3Cells, h3_cells_estimate, require_h3
+
+        require_h3()
+        fine = fine_h3_resolution(area)
+        cap = _auto_cap(p, need_dense)
+        finest = max([r for r in range(fine + 1) if h3_cells_estimate(area, r) <= cap] or [0])
+        plan = plan_heat(area, h3_resolution=finest, epsilon=p.epsilon, sensitivity=c.sensitivity,
+                         histogram=histogram, max_dense_cells=p.max_dense_cells,
+                         max_false_cells=p.get("max_false_cells", DEFAULT_MAX_FALSE_CELLS), neighbours=neighbours,
+                         bands=bands)
+        check_plan(plan, max_memory_bytes, cell_option="max_dense_cells, or an H3 resolution")
+        return H3Cells(area, fine, max_cells=max(4 * FINE_H3_CELLS, 1))
     if is_auto_cells(p):
         from ..mechanisms.resolution import fine_grid
 
@@ -212,9 +239,13 @@ def _release(counts, p, c, setup, rng, progress, *, need_dense=False, factor_bou
     auto = None
     if setup.get("auto_cells"):
         _progress(progress, 0.4, "noisy total and the cells it picks")
-        auto = choose_cells(counts, epsilon=p.epsilon, sensitivity=c.sensitivity, rho=setup["rho"],
-                            max_cells=_auto_cap(p, need_dense), rng=rng, min_factor=factor_bounds[0],
-                            max_factor=factor_bounds[1])
+        if getattr(counts.grid, "kind", None) == "h3":
+            auto = choose_h3_cells(counts, epsilon=p.epsilon, sensitivity=c.sensitivity, rho=setup["rho"],
+                                   max_cells=_auto_cap(p, need_dense), rng=rng)
+        else:
+            auto = choose_cells(counts, epsilon=p.epsilon, sensitivity=c.sensitivity, rho=setup["rho"],
+                                max_cells=_auto_cap(p, need_dense), rng=rng, min_factor=factor_bounds[0],
+                                max_factor=factor_bounds[1])
         counts = auto.counts
         setup = _count_setup(counts.grid, p, c, setup["histogram"], epsilon=setup["epsilon_counts"])
     grid = counts.grid
@@ -273,7 +304,10 @@ class _CellsMechanism(Mechanism):
         return False
 
     def check(self, p):
-        if p.h3_resolution is not None:
+        if p.get("cells") == "h3" and p.cell_m is not None:
+            raise ParameterError("cells='h3' (--cells h3) asks for H3 cells of a resolution chosen from epsilon: "
+                                 "leave out the cell size, or give the H3 resolution instead")
+        if p.h3_resolution is not None or p.get("cells") == "h3":
             from ..h3cells import require_h3
 
             require_h3()
@@ -300,8 +334,26 @@ class _CellsMechanism(Mechanism):
                        h3_resolution=p.h3_resolution, noise_sd_of_cell=math.sqrt(discrete_laplace_variance(q)),
                        count_error_95=sum_interval_halfwidth(1, q, 0.95), spends_budget=False)
             return out
-        self.grid(area, p, c, p.get("max_memory_bytes"))  # the same refusals as a run
+        grid = self.grid(area, p, c, p.get("max_memory_bytes"))  # the same refusals as a run
         setup = self.setup(None, p, c)
+        if _h3(p):
+            from ..h3cells import h3_cells_estimate
+
+            q = discrete_laplace_q(setup["epsilon_counts"], c.sensitivity)
+            rows = []
+            for n in ([10 ** k for k in range(3, 8)] if p.get("n_points") is None else [int(p["n_points"])]):
+                r = auto_h3_plan(area, n, finest=grid.resolution, epsilon_counts=setup["epsilon_counts"],
+                                 sensitivity=c.sensitivity, rho=setup["rho"],
+                                 max_cells=_auto_cap(p, self._needs_dense(p)))
+                m = h3_cells_estimate(area, r)
+                rows.append({"n_points": n, "h3_resolution": r, "n_cells_about": m, "mean_points_per_cell": n / m})
+            out.update(cells="H3, the resolution chosen from epsilon and a noisy count of the points",
+                       total_share=TOTAL_SHARE, epsilon_total=setup["epsilon_total"],
+                       epsilon_counts=setup["epsilon_counts"], cells_points_per_noise_sd=setup["rho"],
+                       min_cells=MIN_AUTO_CELLS, fine_h3_resolution=grid.resolution,
+                       noise_sd_of_cell=math.sqrt(discrete_laplace_variance(q)),
+                       count_error_95=sum_interval_halfwidth(1, q, 0.95), cells_by_points=rows, spends_budget=False)
+            return out
         w0 = fine_width(area)
         q = discrete_laplace_q(setup["epsilon_counts"], c.sensitivity)
         bounds = self._factor_bounds(area, p)
@@ -470,14 +522,14 @@ examples:
         return p.radius_m if p.radius_m is not None else HOTSPOT_RADIUS_CELLS * cell_m
 
     def _neighbours(self, p, cell_m=None):
-        if p.h3_resolution is not None:
+        if _h3(p):
             return 3 * p.k * (p.k + 1) + 1
         r = self._radius(p, cell_m) / (p.cell_m if cell_m is None else cell_m)
         return min(int(math.pi * r * r) + 1, MAX_NEIGHBOURHOOD_CELLS)
 
     @staticmethod
     def _factor_bounds(area, p):
-        """``(min, max)`` factor of the cells a run without a cell size may choose, so that a given radius holds
+        """``(min, max)`` factor of the square cells a run without a cell size may choose, so that a given radius holds
         more than the cell alone, at most :data:`MAX_NEIGHBOURHOOD_CELLS` cells, and all the neighbourhoods
         together at most :data:`MAX_NEIGHBOURHOOD_PAIRS` (cell, neighbour) pairs (public)."""
         if p.radius_m is None:
@@ -496,7 +548,7 @@ examples:
         return "dp_hotspots"
 
     def grid(self, area, p, c, max_memory_bytes=None):
-        if is_auto_cells(p):
+        if is_auto_cells(p) and not _h3(p):
             w0 = fine_width(area)
             least, most = self._factor_bounds(area, p)
             if p.radius_m is not None and (p.radius_m < w0 or least > most):
@@ -517,7 +569,7 @@ examples:
         bounds = self._factor_bounds(counts.grid.area, p)
         hist, md = _release(counts, p, c, setup, rng, progress, need_dense=True, factor_bounds=bounds)
         _progress(progress, 0.6, "Getis-Ord Gi*")
-        h3 = p.h3_resolution is not None
+        h3 = getattr(hist.grid, "kind", None) == "h3"
         radius = None if h3 else self._radius(p, hist.grid.cell_m)
         res = cell_hotspots(hist, radius_m=radius, k=p.k, fdr=p.fdr)
         layer = count_layer(hist, extra={"gi_z": res.gi_z, "gi_p": res.gi_p, "gi_bin": res.gi_bin,
@@ -574,7 +626,7 @@ examples:
 
     def _as_target(self, p):
         t = self._target(p)
-        q = t.validate({**p, "bands": 5 if p.layer == "bands" else None})
+        q = t.validate({**p, "bands": 5 if p.layer == "bands" else None})  # p holds cells, cell_m, h3_resolution
         q["epsilon"] = p.get("epsilon")
         q["n_points"] = p.get("n_points")
         q["max_memory_bytes"] = p.get("max_memory_bytes")
@@ -605,7 +657,7 @@ _HOTSPOTS_RETURNS = """Release
 
 @entry_point(HEAT, returns=_HEAT_RETURNS)
 def heat(points, *, epsilon: float, domain, cell_m: float | None = None, h3_resolution: int | None = None,
-         bands: int | None = None, bandwidth_m: float | None = None, domain_crs=None, crs=None,
+         cells: str = "square", bands: int | None = None, bandwidth_m: float | None = None, domain_crs=None, crs=None,
          histogram: str = "auto", sensitivity: int = 1, person=None, max_points_per_person: int | None = None,
          seed: int | None = None, domain_from_data: bool = False, input_crs=None, unattended: bool = False,
          dataset: str | None = None, ledger=None, analyst: str | None = None, progress=None, scheduler=None,
@@ -633,7 +685,7 @@ def heat(points, *, epsilon: float, domain, cell_m: float | None = None, h3_reso
 
 @entry_point(HOTSPOTS, returns=_HOTSPOTS_RETURNS)
 def hotspots(points, *, epsilon: float, domain, cell_m: float | None = None, h3_resolution: int | None = None,
-             radius_m: float | None = None, k: int = 1, fdr: bool = False, domain_crs=None, crs=None,
+             cells: str = "square", radius_m: float | None = None, k: int = 1, fdr: bool = False, domain_crs=None, crs=None,
              sensitivity: int = 1, person=None, max_points_per_person: int | None = None, seed: int | None = None,
              domain_from_data: bool = False, input_crs=None, unattended: bool = False, dataset: str | None = None,
              ledger=None,
@@ -661,7 +713,7 @@ def hotspots(points, *, epsilon: float, domain, cell_m: float | None = None, h3_
 
 @entry_point(CELLS_PREVIEW)
 def cells_preview(*, epsilon: float, domain, layer: str = "heat", cell_m: float | None = None,
-                  h3_resolution: int | None = None, domain_crs=None, crs=None, sensitivity: int = 1,
+                  h3_resolution: int | None = None, cells: str = "square", domain_crs=None, crs=None, sensitivity: int = 1,
                   n_points: int | None = None, max_dense_cells: int = DEFAULT_MAX_DENSE_CELLS,
                   max_memory_bytes=None) -> dict:
     """The cells a heat, density-band or hot-spot layer would use, and their noise (spends no budget).

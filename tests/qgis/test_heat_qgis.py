@@ -120,3 +120,17 @@ def test_cells_given_twice_are_refused_before_reading(plugin, processing_module,
         processing_module.run("dpgeo:heat", {
             "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "CELL_SIZE": 250.0, "H3_RESOLUTION": 8,
             "STUDY_AREA_LAYER": sample_study_area, "OUTPUT": "TEMPORARY_OUTPUT"}, feedback=feedback)
+
+
+def test_hotspots_without_a_cell_size_choose_their_cells(plugin, processing_module, sample_points,
+                                                         sample_study_area, feedback, tmp_path):
+    from qgis.core import QgsVectorLayer
+
+    path, name = sample_points
+    out = str(tmp_path / "hot.gpkg")
+    res = processing_module.run("dpgeo:hotspots", {
+        "INPUT": f"{path}|layername={name}", "EPSILON": 1.0, "STUDY_AREA_LAYER": sample_study_area,
+        "OUTPUT": out}, feedback=feedback)
+    assert res["DIFFERENTIALLY_PRIVATE"] is True
+    meta = _meta(QgsVectorLayer(out, "hot", "ogr"))
+    assert meta["cells_chosen"] is True and meta["cells"] == "square" and meta["cell_width_m"] > 100
