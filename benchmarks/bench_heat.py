@@ -239,6 +239,40 @@ def _auto_kappa(lon, lat, box, eps, seed):
     return _kappa(rel.layer["gi_bin"].to_numpy(), _exact_gi(lon, lat, box, width)), width
 
 
+def heat_error(reps, fine_m=60.0):
+    """The heat rule's ρ: squared error of the mapped density (noisy count of a cell spread over its area, clamped at
+    0) against the exact counts of 60 m reference cells, relative to their sum of squares; blocks family, ε = 1."""
+    import math
+
+    from dpgeo.mechanisms.heat_cells import HEAT_POINTS_PER_NOISE_SD
+    from dpgeo.noise import NoiseSource, discrete_laplace_q, discrete_laplace_variance, sample_discrete_laplace
+
+    w, h = 24e3, 28e3
+    nx, ny = int(w // fine_m), int(h // fine_m)
+    sd = math.sqrt(discrete_laplace_variance(discrete_laplace_q(0.95, 1)))
+    src = NoiseSource(seed=7)
+    print(f"\n# heat: relative squared error of the density against {fine_m:g} m cells (blocks, eps 1, {reps} sets)")
+    for n in (5_000, 30_000, 200_000):
+        row = []
+        for rho in (1, 2, 5, 10, 20):
+            errs = []
+            for seed in range(reps):
+                lon, lat = _city(n, seed + 10)
+                x = (lon - BOX[0]) / (BOX[2] - BOX[0]) * w
+                y = (lat - BOX[1]) / (BOX[3] - BOX[1]) * h
+                ref = np.histogram2d(x, y, bins=[nx, ny], range=[[0, nx * fine_m], [0, ny * fine_m]])[0]
+                k = max(1, round(math.sqrt(w * h / (n / (rho * sd))) / fine_m))
+                kx, ky = nx // k * k, ny // k * k
+                r = ref[:kx, :ky]
+                c = r.reshape(kx // k, k, ky // k, k).sum(axis=(1, 3))
+                noisy = c + sample_discrete_laplace(src, c.size, epsilon=0.95).reshape(c.shape)
+                est = np.repeat(np.repeat(np.maximum(noisy, 0) / (k * k), k, 0), k, 1)
+                errs.append(((est - r) ** 2).sum() / (r ** 2).sum())
+            row.append(f"rho {rho:>2}: {np.mean(errs):.3f}")
+        print(f"  n {n:>7,}  " + "  ".join(row))
+    print(f"  (the rule's rho: {HEAT_POINTS_PER_NOISE_SD:g})")
+
+
 def auto_cells(reps):
     import math
 
@@ -262,6 +296,7 @@ def auto_cells(reps):
             print(f"  {kind:7s} n {n:>7,}  rho {rho:>3}  cell {cell:6.0f} m  kappa {np.mean(ks):.3f} "
                   f"(min {np.min(ks):.3f})")
     print(f"  (the rule's rho: {HOTSPOT_POINTS_PER_NOISE_SD:g})")
+    heat_error(reps)
     lon, lat = _uber()
     print(f"\n# hot spots with no cell size, held out: Uber NYC sample, {lon.size:,} pickups")
     for eps in (0.5, 1.0, 2.0):
