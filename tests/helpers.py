@@ -54,3 +54,36 @@ def browser_missing():
 def launch_chromium(playwright):
     """Headless Debian Chromium through playwright's Python API."""
     return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+
+
+def chi2_discrete_laplace_p(samples, q, hi):
+    """p-value of a chi-square test that integer ``samples`` follow discrete Laplace of decay ``q`` (values
+    -hi..hi one bin each, both tails one bin; bins expecting fewer than 5 left out)."""
+    from scipy import stats
+
+    from dpgeo.noise import discrete_laplace_pmf
+
+    samples = np.asarray(samples)
+    edges = np.arange(-hi, hi + 1)
+    obs = np.r_[(samples < -hi).sum(), [(samples == v).sum() for v in edges], (samples > hi).sum()]
+    tail = q ** (hi + 1) / (1 + q)
+    exp = np.r_[tail, discrete_laplace_pmf(edges, q), tail] * samples.size
+    keep = exp > 5
+    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+
+
+def chi2_binned_discrete_laplace_p(err, q, *, lo=-60, hi=60, width=10):
+    """The same test over bins of ``width`` values (for a law too wide to test value by value)."""
+    from scipy import stats
+
+    err = np.asarray(err)
+    edges = np.arange(lo, hi + 1, width)
+
+    def cdf(t):
+        return np.where(t >= 0, 1 - q ** (np.floor(t) + 1) / (1 + q), q ** (-np.floor(t)) / (1 + q))
+
+    probs = np.diff(np.r_[0.0, cdf(edges[1:] - 1), 1.0])
+    obs = np.bincount(np.searchsorted(edges[1:], err, side="right"), minlength=probs.size)
+    exp = probs * err.size
+    keep = exp > 5
+    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
 
 import dpgeo
+from helpers import chi2_binned_discrete_laplace_p, chi2_discrete_laplace_p
 from dpgeo.budget import Ledger
 from dpgeo.domain import StudyArea
 from dpgeo.errors import BudgetExceededError, ParameterError
@@ -26,7 +26,7 @@ from dpgeo.mechanisms.resolution import (
     fine_width,
     target_cells,
 )
-from dpgeo.noise import NoiseSource, discrete_laplace_pmf
+from dpgeo.noise import NoiseSource
 
 CRS = "EPSG:32615"
 ALPHA = 1e-6
@@ -87,13 +87,7 @@ def test_split_never_exceeds_epsilon(eps):
     assert e0 == pytest.approx(0.05 * eps) and e1 == pytest.approx(0.95 * eps)
 
 
-def _chi2_p(samples, q, hi):
-    edges = np.arange(-hi, hi + 1)
-    obs = np.r_[(samples < -hi).sum(), [(samples == v).sum() for v in edges], (samples > hi).sum()]
-    tail = q ** (hi + 1) / (1 + q)
-    exp = np.r_[tail, discrete_laplace_pmf(edges, q), tail] * samples.size
-    keep = exp > 5
-    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+_chi2_p = chi2_discrete_laplace_p
 
 
 def _histogram_noise(eps, seed):
@@ -146,13 +140,7 @@ def test_total_gets_its_share_of_the_budget():
     q0 = math.exp(-0.05)
 
     def binned_p(q):
-        edges = np.arange(-60, 61, 10)
-        cdf = lambda t: np.where(t >= 0, 1 - q ** (np.floor(t) + 1) / (1 + q), q ** (-np.floor(t)) / (1 + q))
-        probs = np.diff(np.r_[0.0, cdf(edges[1:] - 1), 1.0])
-        obs = np.bincount(np.searchsorted(edges[1:], err, side="right"), minlength=probs.size)
-        exp = probs * err.size
-        keep = exp > 5
-        return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+        return chi2_binned_discrete_laplace_p(err, q)
 
     assert binned_p(q0) > ALPHA
     assert binned_p(math.exp(-0.95)) < ALPHA

@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 import dpgeo
+from helpers import chi2_binned_discrete_laplace_p, chi2_discrete_laplace_p
 from dpgeo.budget import Ledger
 from dpgeo.domain import StudyArea
 from dpgeo.errors import ParameterError
@@ -18,7 +18,7 @@ from dpgeo.mechanisms.heat_cells import (
     choose_cells,
 )
 from dpgeo.mechanisms.resolution import auto_budget, fine_grid
-from dpgeo.noise import NoiseSource, discrete_laplace_pmf
+from dpgeo.noise import NoiseSource
 
 CRS = "EPSG:32615"
 KW = {"domain": (0, 0, 4000, 4000), "domain_crs": CRS, "crs": CRS}
@@ -33,13 +33,7 @@ def _points(seed=0):
     return x, y, CRS
 
 
-def _chi2_p(samples, q, hi):
-    edges = np.arange(-hi, hi + 1)
-    obs = np.r_[(samples < -hi).sum(), [(samples == v).sum() for v in edges], (samples > hi).sum()]
-    tail = q ** (hi + 1) / (1 + q)
-    exp = np.r_[tail, discrete_laplace_pmf(edges, q), tail] * samples.size
-    keep = exp > 5
-    return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+_chi2_p = chi2_discrete_laplace_p
 
 
 def test_rule_follows_the_noisy_total_and_rho():
@@ -93,13 +87,7 @@ def test_total_gets_its_share_of_the_budget():
                                  max_cells=1 << 20, rng=src).n_hat - 500 for _ in range(400)])
 
     def binned_p(q):
-        edges = np.arange(-60, 61, 10)
-        cdf = lambda t: np.where(t >= 0, 1 - q ** (np.floor(t) + 1) / (1 + q), q ** (-np.floor(t)) / (1 + q))
-        probs = np.diff(np.r_[0.0, cdf(edges[1:] - 1), 1.0])
-        obs = np.bincount(np.searchsorted(edges[1:], err, side="right"), minlength=probs.size)
-        exp = probs * err.size
-        keep = exp > 5
-        return stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
+        return chi2_binned_discrete_laplace_p(err, q)
 
     assert binned_p(math.exp(-0.05)) > ALPHA
     assert binned_p(math.exp(-0.95)) < ALPHA
