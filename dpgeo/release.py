@@ -421,11 +421,13 @@ class Release:
         if levels is None:
             levels = bool(self.metadata.get("levels_layer"))
         lv = self.levels if levels else None
+        md = dict(self.metadata)
+        if md.get("levels_layer") and lv is None:  # the copy has no levels layer: its metadata says so
+            md["levels_layer"] = False
         side = None
         if lv is not None and output_driver(path, driver) == "GeoJSON":
             side = os.path.splitext(os.fspath(path))[0] + "_levels.geojson"
             check_not_input(side, self._protected)
-        md = dict(self.metadata)
         if crs is not None and output_driver(path, driver) == "GPKG":
             from pyproj import CRS
 
@@ -503,8 +505,40 @@ def read_release(path, *, engine="auto"):
         raise InputError(f"cannot read the layer of {p!r}: {short_error(exc)}") from None
     if "fid" in layer.columns:
         layer = layer.drop(columns="fid")
+    levels = _read_levels(p, name if output_driver(p) == "GPKG" else None, engine) \
+        if metadata.get("levels_layer") else None
     return Release(layer=layer, metadata=metadata, diagnostics={}, cells=None,
-                   _protected=(("the release it was read from", p),))
+                   _protected=(("the release it was read from", p),), _levels=levels)
+
+
+def _read_levels(path, name, engine):
+    """The levels layer stored with a release: ``<name>_levels`` in its GeoPackage, or ``<stem>_levels.geojson``
+    beside its GeoJSON file; None when it is not there (the file was copied without it)."""
+    import geopandas as gpd
+
+    from .formats import pick_engine
+
+    try:
+        if name is not None:
+            if pick_engine(engine, needed=True, write=False) == "fiona":
+                import fiona
+
+                names = set(fiona.listlayers(path))
+            else:
+                import pyogrio
+
+                names = {n for n, _ in pyogrio.list_layers(path)}
+            if f"{name}_levels" not in names:
+                return None
+            lv = gpd.read_file(path, layer=f"{name}_levels", engine=None if engine == "auto" else engine)
+        else:
+            side = os.path.splitext(path)[0] + "_levels.geojson"
+            if not os.path.isfile(side):
+                return None
+            lv = gpd.read_file(side)
+    except Exception:  # noqa: BLE001 - a missing or unreadable levels layer: the copy says it has none
+        return None
+    return lv.drop(columns="fid") if "fid" in lv.columns else lv
 
 
 def format_metadata(md: dict) -> str:
