@@ -156,12 +156,39 @@ class Charge:
         The ledger's file (owner-side).
     """
 
-    def __init__(self, reservation=None, *, dataset=None, published=None, ledger_path=None):
+    def __init__(self, reservation=None, *, dataset=None, published=None, ledger_path=None, source=None,
+                 unattended=False):
         self.reservation = reservation
         self.dataset = reservation.dataset if reservation is not None else dataset
         self.published = published
         self.ledger_path = ledger_path
         self.release_id = reservation.release_id if reservation is not None else secrets.token_hex(16)
+        self._source = source  # the input file (None: points in memory), for the check of its records
+        self._unattended = unattended
+        self._sketch = None
+
+    def record_sketch(self):
+        """An empty keyed sketch the counting fills with the records it reads (None when nothing is charged)."""
+        if self.reservation is None:
+            return None
+        self._sketch = self.reservation.ledger.record_sketch()
+        return self._sketch
+
+    def records_read(self):
+        """After counting, before any noise: the ledger checks which declared dataset the records are.
+
+        The charge may move to the declared dataset an unnamed file's records
+        belong to; a refusal raises (inside ``before_noise``: the charge is
+        cancelled). See :mod:`dpgeo.budget.sketches`.
+        """
+        if self.reservation is None or self._sketch is None:
+            return
+        dataset, notes = self.reservation.ledger.check_records(self.reservation, self._sketch, source=self._source)
+        self._sketch = None
+        if dataset != self.dataset:
+            self.dataset = self.published = dataset
+        for text in notes:
+            _tell_owner(text, unattended=self._unattended, stacklevel=4)
 
     def __enter__(self):
         if self.reservation is not None:
@@ -268,13 +295,15 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
     book = _open_ledger(ledger)
     if isinstance(dataset, DatasetChoice):
         choice = DatasetChoice(dataset.key, dataset.published)  # its notes were told by the front end
-    elif _is_path(points):
-        r = book.resolve(points, dataset)
+    elif _is_path(points):  # the ledger's policy is checked here too: before any record is read
+        r = book.resolve(points, dataset, unattended=unattended)
         choice = DatasetChoice(r.key, r.published, tuple(zip(r.notes, r.content_notes)))
     elif dataset is None:
         choice = DatasetChoice(IN_MEMORY_DATASET, None, ((_in_memory_note(), False),))
     else:
         choice = DatasetChoice(dataset, dataset)
+    if not _is_path(points) or isinstance(dataset, DatasetChoice):
+        book.check_policy(choice.key, unattended=unattended)
     if series is not None and series.get("append"):
         reservation = book.append_periods(series["append"], dataset=choice.key, periods=series["periods"],
                                           epsilon=epsilon, delta=delta, composition=series["composition"],
@@ -291,7 +320,8 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         notes.append((undeclared_notice(reservation.dataset, choice.published is None), False))
     for text, depends_on_content in notes:
         _tell_owner(text, unattended=unattended and depends_on_content, stacklevel=stacklevel)
-    return Charge(reservation, published=choice.published, ledger_path=book.path)
+    return Charge(reservation, published=choice.published, ledger_path=book.path,
+                  source=points if _is_path(points) else None, unattended=unattended)
 
 
 def undeclared_notice(key, unnamed=False) -> str:
