@@ -166,6 +166,7 @@ class Charge:
         self._source = source  # the input file (None: points in memory), for the check of its records
         self._unattended = unattended
         self._sketch = None
+        self._later = ()  # notes about an unnamed file, told once its records are known
 
     def record_sketch(self):
         """An empty keyed sketch the counting fills with the records it reads (None when nothing is charged)."""
@@ -185,10 +186,14 @@ class Charge:
             return
         dataset, notes = self.reservation.ledger.check_records(self.reservation, self._sketch, source=self._source)
         self._sketch = None
+        told = [(t, True) for t in notes]  # about the records: the owner's log only when unattended
         if dataset != self.dataset:
             self.dataset = self.published = dataset
-        for text in notes:
-            _tell_owner(text, unattended=self._unattended, stacklevel=4)
+        else:
+            told = list(self._later) + told
+        self._later = ()
+        for text, depends_on_content in told:
+            _tell_owner(text, unattended=self._unattended and depends_on_content, stacklevel=4)
 
     def __enter__(self):
         if self.reservation is not None:
@@ -208,6 +213,9 @@ class Charge:
 
     def complete(self, outputs=()):
         """Record that the release exists (its layer and metadata are made); call it last, never before."""
+        for text, depends_on_content in self._later:  # a run that never checked its records
+            _tell_owner(text, unattended=self._unattended and depends_on_content, stacklevel=4)
+        self._later = ()
         if self.reservation is not None and self.reservation.status == "reserved":
             self.reservation.complete(outputs)
 
@@ -316,12 +324,17 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst)
     notes = list(choice.notes)
     unnamed_file = choice.published is None and _is_path(points)  # its resolution note says it already
+    later = ()
+    if unnamed_file:  # told once its records are known: they may be a declared dataset's (Charge.records_read)
+        later, notes = tuple(notes), []
     if reservation.total_epsilon is None and not unnamed_file:
         notes.append((undeclared_notice(reservation.dataset, choice.published is None), False))
     for text, depends_on_content in notes:
         _tell_owner(text, unattended=unattended and depends_on_content, stacklevel=stacklevel)
-    return Charge(reservation, published=choice.published, ledger_path=book.path,
-                  source=points if _is_path(points) else None, unattended=unattended)
+    charge = Charge(reservation, published=choice.published, ledger_path=book.path,
+                    source=points if _is_path(points) else None, unattended=unattended)
+    charge._later = later
+    return charge
 
 
 def undeclared_notice(key, unnamed=False) -> str:
