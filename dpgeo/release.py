@@ -534,7 +534,7 @@ def read_release(path, *, engine="auto"):
 
     from .errors import InputError
     from .formats import output_driver, pick_engine, short_error
-    from .io.files import _metadata_layer
+    from .io.files import _metadata_layer, read_levels_layer
 
     p = os.fspath(path)
     metadata = read_layer_metadata(p, engine=engine)  # says clearly when the file is not a dpgeo release
@@ -548,40 +548,10 @@ def read_release(path, *, engine="auto"):
         raise InputError(f"cannot read the layer of {p!r}: {short_error(exc)}") from None
     if "fid" in layer.columns:
         layer = layer.drop(columns="fid")
-    levels = _read_levels(p, name if output_driver(p) == "GPKG" else None, engine) \
+    levels = read_levels_layer(p, name if output_driver(p) == "GPKG" else None, engine=engine) \
         if metadata.get("levels_layer") else None
     return Release(layer=layer, metadata=metadata, diagnostics={}, cells=None,
                    _protected=(("the release it was read from", p),), _levels=levels)
-
-
-def _read_levels(path, name, engine):
-    """The levels layer stored with a release: ``<name>_levels`` in its GeoPackage, or ``<stem>_levels.geojson``
-    beside its GeoJSON file; None when it is not there (the file was copied without it)."""
-    import geopandas as gpd
-
-    from .formats import pick_engine
-
-    try:
-        if name is not None:
-            if pick_engine(engine, needed=True, write=False) == "fiona":
-                import fiona
-
-                names = set(fiona.listlayers(path))
-            else:
-                import pyogrio
-
-                names = {n for n, _ in pyogrio.list_layers(path)}
-            if f"{name}_levels" not in names:
-                return None
-            lv = gpd.read_file(path, layer=f"{name}_levels", engine=None if engine == "auto" else engine)
-        else:
-            side = os.path.splitext(path)[0] + "_levels.geojson"
-            if not os.path.isfile(side):
-                return None
-            lv = gpd.read_file(side)
-    except Exception:  # noqa: BLE001 - a missing or unreadable levels layer: the copy says it has none
-        return None
-    return lv.drop(columns="fid") if "fid" in lv.columns else lv
 
 
 def format_metadata(md: dict) -> str:

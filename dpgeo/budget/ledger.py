@@ -527,18 +527,19 @@ class Ledger:
             if conn is None:  # reading a ledger that does not exist yet
                 return _ds.Resolution(name if name is not None else _ds.content_key(fp.digest), name)
             r = _ds.resolve(conn, path, fp, name, _today(), record=record)
-            why = _sk.policy_refusal(conn, r.key, lambda n: _ds.target(conn, n), unattended)
+            why = _sk.policy_refusal(conn, r.key, lambda n: _ds.target(conn, n), unattended,
+                                     path=path if name is None else None, name=name)
             if why:  # raised inside the transaction: nothing the resolution recorded stays
-                raise ParameterError(_policy_message(why, path if name is None else None, name))
+                raise ParameterError(why)
             return r
 
     def check_policy(self, dataset, *, unattended=False):
         """Refuse a run charged to ``dataset`` (a name, or the key of in-memory data) that the policy refuses."""
         with self._operation(write=False) as conn:
             why = None if conn is None else _sk.policy_refusal(conn, dataset, lambda n: _ds.target(conn, n),
-                                                               unattended)
+                                                               unattended, name=dataset)
         if why:
-            raise ParameterError(_policy_message(why, None, dataset))
+            raise ParameterError(why)
 
     def policy(self) -> str | None:
         """The owner's policy: ``"require-declared"``, ``"allow-undeclared"`` or None (the default: strict for
@@ -596,10 +597,3 @@ class Ledger:
         """``(path, declared, size)`` of the files recorded for ``dataset`` (declared, or seen in unnamed runs)."""
         with self._operation(write=False) as conn:
             return [] if conn is None else _ds.files(conn, _ds.target(conn, dataset))
-
-
-def _policy_message(why, path, name):
-    what = f"the input {path} is not a declared dataset and names none" if path is not None else \
-        f"dataset {name!r} has no declared total"
-    return (f"refused before any record was read: {what}, and {why}. Name a declared dataset (--dataset NAME), "
-            "or declare this one: dpgeo budget declare NAME --file FILE --total EPSILON")

@@ -139,8 +139,9 @@ def any_declared(conn) -> bool:
     return conn.execute("SELECT 1 FROM datasets WHERE total_epsilon IS NOT NULL LIMIT 1").fetchone() is not None
 
 
-def policy_refusal(conn, key, target, unattended) -> str | None:
-    """Why the strict policy refuses a run charged to ``key`` (before any record is read), or None.
+def policy_refusal(conn, key, target, unattended, *, path=None, name=None) -> str | None:
+    """The message of the strict policy's refusal of a run charged to ``key`` (before any record is read), or
+    None. ``path``: the input file, when the run names no dataset; ``name``: the name it gives.
 
     Strict: the owner chose ``require-declared``, or chose nothing and the
     run is unattended (``--unattended``, the service). It refuses a run whose
@@ -156,7 +157,10 @@ def policy_refusal(conn, key, target, unattended) -> str | None:
     why = ("the ledger's policy requires a declared dataset (dpgeo budget policy --require-declared)"
            if policy == "require-declared" else
            "an unattended run must be charged to a declared dataset (the default; dpgeo budget policy)")
-    return why
+    what = f"the input {path} is not a declared dataset and names none" if path is not None else \
+        f"dataset {name!r} has no declared total"
+    return (f"refused before any record was read: {what}, and {why}. Name a declared dataset (--dataset NAME), "
+            "or declare this one: dpgeo budget declare NAME --file FILE --total EPSILON")
 
 
 def check_records(conn, reservation, sketch, digest, today, *, budget_of, target, merge, in_memory):
