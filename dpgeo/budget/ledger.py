@@ -519,7 +519,8 @@ class Ledger:
         content was declared as, or when the ledger's policy (:meth:`policy`;
         strict by default for an ``unattended`` run) refuses an input that is
         not a declared dataset: before any record is read. ``record=False``
-        records nothing (the fingerprint is still cached).
+        records nothing (the fingerprint is still cached) and refuses nothing
+        for the policy (a look at the budget, not a run).
         """
         path = os.path.realpath(os.fsdecode(os.fspath(source)))
         fp = self.fingerprint(source)
@@ -527,8 +528,8 @@ class Ledger:
             if conn is None:  # reading a ledger that does not exist yet
                 return _ds.Resolution(name if name is not None else _ds.content_key(fp.digest), name)
             r = _ds.resolve(conn, path, fp, name, _today(), record=record)
-            why = _sk.policy_refusal(conn, r.key, lambda n: _ds.target(conn, n), unattended,
-                                     path=path if name is None else None, name=name)
+            why = record and _sk.policy_refusal(conn, r.key, lambda n: _ds.target(conn, n), unattended,
+                                                path=path if name is None else None, name=name)
             if why:  # raised inside the transaction: nothing the resolution recorded stays
                 raise ParameterError(why)
             return r
@@ -580,8 +581,7 @@ class Ledger:
             today = _today()
             dataset, notes, refusal = _sk.check_records(
                 conn, reservation, sketch, digest, today, budget_of=lambda n: self._budget(conn, n, releases=False),
-                target=lambda n: _ds.target(conn, n), merge=lambda a, b: _ds._merge(conn, a, b, today),
-                in_memory=source is None)
+                target=lambda n: _ds.target(conn, n), merge=lambda a, b: _ds._merge(conn, a, b, today))
         if refusal is not None:
             raise refusal
         return dataset, notes

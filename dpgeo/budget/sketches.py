@@ -163,7 +163,7 @@ def policy_refusal(conn, key, target, unattended, *, path=None, name=None) -> st
             "or declare this one: dpgeo budget declare NAME --file FILE --total EPSILON")
 
 
-def check_records(conn, reservation, sketch, digest, today, *, budget_of, target, merge, in_memory):
+def check_records(conn, reservation, sketch, digest, today, *, budget_of, target, merge):
     """The records read, checked against the declared datasets: after counting, before any noise.
 
     Returns ``(dataset, notes, refusal)``: the dataset the run is charged to
@@ -198,8 +198,7 @@ def check_records(conn, reservation, sketch, digest, today, *, budget_of, target
                              f"): name the one it is charged to (--dataset NAME); nothing was released and nothing "
                              "is charged")
     b = names[0]
-    unnamed_file = key.startswith(content_key("")) and not in_memory
-    if not unnamed_file:
+    if not key.startswith(content_key("")):  # a name (or in-memory data): the owner must name the dataset
         raise ParameterError(f"the input holds {describe(b, others[b])}, not the records of {key!r}: run it as "
                              f"--dataset {b} (dataset={b!r}); nothing was released and nothing is charged")
     merge(key, b)  # this file's key, its earlier releases and this one now count towards b
