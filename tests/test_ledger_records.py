@@ -186,7 +186,7 @@ def test_other_records_are_not_taken_for_the_declared_dataset(files, tmp_path):
 def test_a_name_without_a_total_for_declared_records_is_refused_before_any_noise(files, tmp_path):
     ledger = Ledger(tmp_path / "l.sqlite")
     ledger.declare("stops", [files["declared"]], total_epsilon=1)
-    with pytest.raises(ParameterError, match="holds the records of dataset 'stops'.*--dataset stops"):
+    with pytest.raises(ParameterError, match="holds records of dataset 'stops'.*not 'mine'.*--dataset stops"):
         dpgeo.heat(str(files["shuffled csv"]), ledger=ledger, dataset="mine", **HEAT)
     assert ledger.budget("mine").spent_epsilon == 0 and ledger.budget("mine").releases[0].status == "cancelled"
     # named as the declared dataset: charged to it, the records confirm it

@@ -120,8 +120,12 @@ def matches(conn, sketch, target) -> dict:
     return out
 
 
-def describe(name, shares) -> str:
+def describe(name, shares, figures=True) -> str:
+    """What the input holds of dataset ``name``; ``figures=False``: without the shares (a refusal's message,
+    which an unattended run prints: no figure computed from the records)."""
     c_in, c_of = shares
+    if not figures:
+        return f"records of dataset {name!r} (recognised from its records)"
     if min(c_in, c_of) >= RECORDS_MATCH:
         return f"the records of dataset {name!r} (about {c_in:.0%} of the input's records are among its records)"
     if c_in >= RECORDS_MATCH:
@@ -180,6 +184,8 @@ def check_records(conn, reservation, sketch, digest, today, *, budget_of, target
     from .records import check_fits
 
     key = target(reservation.dataset)
+    if not sketch.n_records:  # nothing was read (an unreadable input in an unattended run): nothing to learn
+        return key, [], None
     found = matches(conn, sketch, target)
     others = {d: v for d, v in found.items() if d != key}
     if key in found or not others:
@@ -199,7 +205,7 @@ def check_records(conn, reservation, sketch, digest, today, *, budget_of, target
                              "is charged")
     b = names[0]
     if not key.startswith(content_key("")):  # a name (or in-memory data): the owner must name the dataset
-        raise ParameterError(f"the input holds {describe(b, others[b])}, not the records of {key!r}: run it as "
+        raise ParameterError(f"the input holds {describe(b, others[b], False)}, not {key!r}'s: run it as "
                              f"--dataset {b} (dataset={b!r}); nothing was released and nothing is charged")
     merge(key, b)  # this file's key, its earlier releases and this one now count towards b
     store(conn, b, digest, sketch, today)
@@ -212,8 +218,7 @@ def check_records(conn, reservation, sketch, digest, today, *, budget_of, target
             check_fits(before, reservation.cost_epsilon, reservation.delta)
         except BudgetExceededError as exc:
             return b, [], BudgetExceededError(
-                f"the input holds {describe(b, others[b])} (recognised from its records after they were read, "
-                f"before any noise): {exc}", **{k: v for k, v in vars(exc).items()})
+                f"the input holds {describe(b, others[b], False)} after they were read, before any noise: {exc}", **{k: v for k, v in vars(exc).items()})
     reservation.dataset = b
     reservation.total_epsilon, reservation.total_delta = after.total_epsilon, after.total_delta
     reservation.spent_epsilon, reservation.spent_delta = after.spent_epsilon, after.spent_delta
@@ -247,9 +252,10 @@ def learn_declared(ledger, dataset, files, prints) -> list:
             src = f.open() if isinstance(f, PointFile) else open_points(os.fspath(f))
             for b in src.batches():
                 sketch.add_points(b.x, b.y, src.crs)
-        except DpgeoError as exc:
+        except Exception as exc:  # noqa: BLE001 - best effort: the first run learns them instead
+            why = str(exc) if isinstance(exc, DpgeoError) else type(exc).__name__
             notes.append(f"the records of {os.fspath(f)} will be known after its first run (it cannot be read "
-                         f"with the default options: {exc})")
+                         f"with the default options: {why})")
             continue
         with ledger._operation(write=True, consequence="the records of the file were not recorded") as conn:
             store(conn, dataset, fp.digest, sketch, today())
