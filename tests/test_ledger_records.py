@@ -138,7 +138,7 @@ def test_a_copy_of_the_records_is_charged_to_the_declared_dataset_api(files, cop
     assert [d for d in ledger.datasets()] == ["stops"]
 
 
-@pytest.mark.parametrize("copy", ["csv export", "shuffled gpkg"])
+@pytest.mark.parametrize("copy", COPIES)
 def test_a_copy_is_charged_to_the_declared_dataset_cli(files, copy, tmp_path, capsys):
     led = str(tmp_path / "l.sqlite")
     assert main(["budget", "declare", "stops", "--file", str(files["declared"]), "--total", "0.5",
