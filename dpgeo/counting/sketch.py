@@ -3,7 +3,8 @@
 A :class:`RecordSketch` is filled while the input is counted, batch by
 batch, from the records' **normalised** coordinates: longitude and latitude
 (EPSG:4326, whatever the input's CRS) rounded to :data:`PRECISION_DEG`
-degrees (about 1.1 m). The same records in another file, format, order,
+degrees (about 1.1 m), through 10⁻⁶ degree (so that coordinates printed with
+6 decimals or more round alike). The same records in another file, format, order,
 column order or line ending give the same sketch; records added or removed
 change it by their share.
 
@@ -128,6 +129,13 @@ def siphash24(key: bytes, *words) -> np.ndarray:
     return out.reshape(shape) if shape else out[0]
 
 
+def _quantise(deg):
+    """Degrees in units of :data:`PRECISION_DEG`: rounded to a tenth of it first, then (in integers, half up) to
+    it, so that a copy whose coordinates were printed with 6 or more decimals rounds to the same unit."""
+    fine = np.rint(deg * (10.0 / PRECISION_DEG)).astype(np.int64)
+    return np.floor_divide(fine + 5, 10)
+
+
 def _pack(qx, qy):
     """One 64-bit word per normalised record: longitude units in bits 25..50, latitude units in bits 0..24."""
     return ((qx + np.int64(1 << 25)).astype(_U64) << _U64(25)) | (qy + np.int64(1 << 24)).astype(_U64)
@@ -207,9 +215,7 @@ class RecordSketch:
         if not lon.size:
             return
         lon = np.where(lon > 180, lon - 360, lon)  # one longitude for one place
-        qx = np.rint(lon / PRECISION_DEG).astype(np.int64)
-        qy = np.rint(lat / PRECISION_DEG).astype(np.int64)
-        self.add_hashes(siphash24(self._key, _pack(qx, qy)))
+        self.add_hashes(siphash24(self._key, _pack(_quantise(lon), _quantise(lat))))
 
     def add_points(self, x, y, crs):
         """Add records given in ``crs`` (a pyproj CRS): projected to lon/lat first."""
