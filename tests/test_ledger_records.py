@@ -308,3 +308,17 @@ def test_records_match_threshold_is_above_what_unrelated_months_share():
     a.add_lonlat(g.geometry.x[month == "06"], g.geometry.y[month == "06"])
     b.add_lonlat(g.geometry.x[month == "07"], g.geometry.y[month == "07"])
     assert max(containment(a, b), containment(b, a)) < RECORDS_MATCH - 0.2
+
+
+def test_a_4kb_file_with_its_last_row_dropped_is_the_declared_dataset(tmp_path):
+    """The issue's case: a 4 KB declared CSV and the same file less its last row (exact containment below k)."""
+    rng = np.random.default_rng(5)
+    rows = [f"{a!r},{b!r}" for a, b in zip(rng.uniform(-93.3, -93.2, 110), rng.uniform(44.9, 45.0, 110))]
+    full, less = tmp_path / "full.csv", tmp_path / "less.csv"
+    full.write_text("lon,lat\n" + "\n".join(rows) + "\n")
+    less.write_text("lon,lat\n" + "\n".join(rows[:-1]) + "\n")
+    assert 3500 < full.stat().st_size < 4500
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.declare("small", [full], total_epsilon=1)
+    with pytest.warns(BudgetWarning, match="charged to the declared dataset 'small': the input holds"):
+        assert dpgeo.heat(str(less), ledger=ledger, **HEAT).metadata["dataset"] == "small"
