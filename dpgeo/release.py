@@ -156,12 +156,44 @@ class Charge:
         The ledger's file (owner-side).
     """
 
-    def __init__(self, reservation=None, *, dataset=None, published=None, ledger_path=None):
+    def __init__(self, reservation=None, *, dataset=None, published=None, ledger_path=None, source=None,
+                 unattended=False):
         self.reservation = reservation
         self.dataset = reservation.dataset if reservation is not None else dataset
         self.published = published
         self.ledger_path = ledger_path
         self.release_id = reservation.release_id if reservation is not None else secrets.token_hex(16)
+        self._source = source  # the input file (None: points in memory), for the check of its records
+        self._unattended = unattended
+        self._sketch = None
+        self._later = ()  # notes about an unnamed file, told once its records are known
+
+    def record_sketch(self):
+        """An empty keyed sketch the counting fills with the records it reads (None when nothing is charged)."""
+        if self.reservation is None:
+            return None
+        self._sketch = self.reservation.ledger.record_sketch()
+        return self._sketch
+
+    def records_read(self):
+        """After counting, before any noise: the ledger checks which declared dataset the records are.
+
+        The charge may move to the declared dataset an unnamed file's records
+        belong to; a refusal raises (inside ``before_noise``: the charge is
+        cancelled). See :mod:`dpgeo.budget.sketches`.
+        """
+        if self.reservation is None or self._sketch is None:
+            return
+        dataset, notes = self.reservation.ledger.check_records(self.reservation, self._sketch, source=self._source)
+        self._sketch = None
+        told = [(t, True) for t in notes]  # about the records: the owner's log only when unattended
+        if dataset != self.dataset:
+            self.dataset = self.published = dataset
+        else:
+            told = list(self._later) + told
+        self._later = ()
+        for text, depends_on_content in told:
+            _tell_owner(text, unattended=self._unattended and depends_on_content, stacklevel=4)
 
     def __enter__(self):
         if self.reservation is not None:
@@ -181,6 +213,9 @@ class Charge:
 
     def complete(self, outputs=()):
         """Record that the release exists (its layer and metadata are made); call it last, never before."""
+        for text, depends_on_content in self._later:  # a run that never checked its records
+            _tell_owner(text, unattended=self._unattended and depends_on_content, stacklevel=4)
+        self._later = ()
         if self.reservation is not None and self.reservation.status == "reserved":
             self.reservation.complete(outputs)
 
@@ -268,13 +303,15 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
     book = _open_ledger(ledger)
     if isinstance(dataset, DatasetChoice):
         choice = DatasetChoice(dataset.key, dataset.published)  # its notes were told by the front end
-    elif _is_path(points):
-        r = book.resolve(points, dataset)
+    elif _is_path(points):  # the ledger's policy is checked here too: before any record is read
+        r = book.resolve(points, dataset, unattended=unattended)
         choice = DatasetChoice(r.key, r.published, tuple(zip(r.notes, r.content_notes)))
     elif dataset is None:
         choice = DatasetChoice(IN_MEMORY_DATASET, None, ((_in_memory_note(), False),))
     else:
         choice = DatasetChoice(dataset, dataset)
+    if not _is_path(points) or isinstance(dataset, DatasetChoice):
+        book.check_policy(choice.key, unattended=unattended)
     if series is not None and series.get("append"):
         reservation = book.append_periods(series["append"], dataset=choice.key, periods=series["periods"],
                                           epsilon=epsilon, delta=delta, composition=series["composition"],
@@ -287,11 +324,17 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
         reservation = book.reserve(choice.key, epsilon=epsilon, delta=delta, mechanism=mechanism, analyst=analyst)
     notes = list(choice.notes)
     unnamed_file = choice.published is None and _is_path(points)  # its resolution note says it already
+    later = ()
+    if unnamed_file:  # told once its records are known: they may be a declared dataset's (Charge.records_read)
+        later, notes = tuple(notes), []
     if reservation.total_epsilon is None and not unnamed_file:
         notes.append((undeclared_notice(reservation.dataset, choice.published is None), False))
     for text, depends_on_content in notes:
         _tell_owner(text, unattended=unattended and depends_on_content, stacklevel=stacklevel)
-    return Charge(reservation, published=choice.published, ledger_path=book.path)
+    charge = Charge(reservation, published=choice.published, ledger_path=book.path,
+                    source=points if _is_path(points) else None, unattended=unattended)
+    charge._later = later
+    return charge
 
 
 def undeclared_notice(key, unnamed=False) -> str:
@@ -421,11 +464,13 @@ class Release:
         if levels is None:
             levels = bool(self.metadata.get("levels_layer"))
         lv = self.levels if levels else None
+        md = dict(self.metadata)
+        if md.get("levels_layer") and lv is None:  # the copy has no levels layer: its metadata says so
+            md["levels_layer"] = False
         side = None
         if lv is not None and output_driver(path, driver) == "GeoJSON":
             side = os.path.splitext(os.fspath(path))[0] + "_levels.geojson"
             check_not_input(side, self._protected)
-        md = dict(self.metadata)
         if crs is not None and output_driver(path, driver) == "GPKG":
             from pyproj import CRS
 
@@ -489,7 +534,7 @@ def read_release(path, *, engine="auto"):
 
     from .errors import InputError
     from .formats import output_driver, pick_engine, short_error
-    from .io.files import _metadata_layer
+    from .io.files import _metadata_layer, read_levels_layer
 
     p = os.fspath(path)
     metadata = read_layer_metadata(p, engine=engine)  # says clearly when the file is not a dpgeo release
@@ -503,8 +548,10 @@ def read_release(path, *, engine="auto"):
         raise InputError(f"cannot read the layer of {p!r}: {short_error(exc)}") from None
     if "fid" in layer.columns:
         layer = layer.drop(columns="fid")
+    levels = read_levels_layer(p, name if output_driver(p) == "GPKG" else None, engine=engine) \
+        if metadata.get("levels_layer") else None
     return Release(layer=layer, metadata=metadata, diagnostics={}, cells=None,
-                   _protected=(("the release it was read from", p),))
+                   _protected=(("the release it was read from", p),), _levels=levels)
 
 
 def format_metadata(md: dict) -> str:

@@ -146,3 +146,23 @@ def test_a_series_counts_the_same_on_the_cluster(client, tmp_path, small_fragmen
         c = count_points(path, person="pid", cap=3, rng=np.random.default_rng(1), scheduler=client,
                          cap_per_period=per_period, **kw)
         assert c.n_points == kept  # each of the 200 persons has more than 3 points in every quarter
+
+
+def test_the_record_sketch_is_the_same_on_the_cluster(client, data, small_fragments, tmp_path):
+    """The ledger's keyed record sketch, filled on the workers fragment by fragment and merged, equals the one
+    filled in one process; and a declared dataset is recognised from a run on the cluster."""
+    from dpgeo.budget import Ledger
+    from dpgeo.counting.sketch import RecordSketch
+
+    kw = dict(grid_for=lambda a: Grid(a, 100.0), domain=AREA)
+    one, many = RecordSketch(bytes(range(16))), RecordSketch(bytes(range(16)))
+    count_points(data, sketch=one, **kw)
+    count_points(data, scheduler=client, sketch=many, **kw)
+    assert one.n_records == many.n_records == 51_919  # the bad record is not a record of the input
+    np.testing.assert_array_equal(one.hashes, many.hashes)
+    np.testing.assert_array_equal(one.counts, many.counts)
+    ledger = Ledger(tmp_path / "l.sqlite")
+    ledger.declare("stops", [SAMPLE_POINTS], total_epsilon=2)
+    with pytest.warns(dpgeo.errors.BudgetWarning, match="charged to the declared dataset 'stops': the input holds"):
+        res = dpgeo.dbscan_spans(data, scheduler=client, ledger=ledger, **dict(KW, seed=None))
+    assert res.metadata["dataset"] == "stops"

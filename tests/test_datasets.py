@@ -96,7 +96,8 @@ def test_declare_is_idempotent_keeps_a_total_and_refuses_a_file_of_another_datas
 
 
 @pytest.mark.parametrize("kind", ["csv", "gpkg"])
-def test_a_near_copy_of_a_declared_file_is_warned_about(tmp_path, kind):
+def test_a_near_copy_of_a_declared_file_is_charged_to_it_by_its_records(tmp_path, kind):
+    """Before reading, the chunk sketch says "near-copy"; once read, its records say which dataset it is."""
     ledger = Ledger(tmp_path / "l.sqlite")
     if kind == "csv":
         declared, near = _csv(tmp_path / "a.csv", n=20000), _csv(tmp_path / "b.csv", n=20000, drop=7000)
@@ -109,9 +110,12 @@ def test_a_near_copy_of_a_declared_file_is_warned_about(tmp_path, kind):
         extra = gpd.read_file(SAMPLE_POINTS, rows=50)
         extra.to_file(near, layer=gpd.list_layers(near)["name"][0], mode="a")  # rows added
     ledger.declare("pts", [declared], total_epsilon=5)
-    with pytest.warns(BudgetWarning, match=r"near-copy of .* declared as dataset 'pts'"):
-        (_spans(near, ledger) if kind == "csv" else
-         dpgeo.dbscan_spans(str(near), ledger=ledger, epsilon=1.0, radius_m=150, min_points=40, domain=SAMPLE_AREA))
+    assert any("near-copy" in n and "'pts'" in n for n in ledger.resolve(near, record=False).notes)
+    with pytest.warns(BudgetWarning, match=r"charged to the declared dataset 'pts': the input holds"):
+        res = (_spans(near, ledger) if kind == "csv" else
+               dpgeo.dbscan_spans(str(near), ledger=ledger, epsilon=1.0, radius_m=150, min_points=40,
+                                  domain=SAMPLE_AREA))
+    assert res.metadata["dataset"] == "pts"
     unrelated = _csv(tmp_path / "c.csv", n=20000, seed=9)
     import warnings
 
@@ -147,9 +151,10 @@ def test_a_folder_of_parquet_files_is_fingerprinted_as_a_set(tmp_path):
     shutil.copytree(folder, moved)
     with pytest.warns(BudgetWarning, match="declared dataset 'trips'"):
         assert dpgeo.dbscan_spans(str(moved), ledger=ledger, **SPANS).metadata["dataset"] == "trips"
-    os.remove(moved / "part-3.parquet")  # one file fewer: a near-copy of the set
-    with pytest.warns(BudgetWarning, match="near-copy"):
-        dpgeo.dbscan_spans(str(moved), ledger=ledger, **SPANS)
+    os.remove(moved / "part-3.parquet")  # one file fewer: a near-copy of the set, and a subset of its records
+    assert any("near-copy" in n for n in ledger.resolve(moved, record=False).notes)
+    with pytest.warns(BudgetWarning, match="charged to the declared dataset 'trips': the input holds part"):
+        assert dpgeo.dbscan_spans(str(moved), ledger=ledger, **SPANS).metadata["dataset"] == "trips"
 
 
 def test_a_schema_1_ledger_is_upgraded_and_a_path_key_is_taken_over(tmp_path):

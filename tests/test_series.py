@@ -387,7 +387,7 @@ def test_a_schema_2_ledger_is_upgraded_to_series(tmp_path):
     b = ledger.budget("d")
     assert b.spent_epsilon == Fraction(3, 4) and b.releases[0].composition is None
     with sqlite3.connect(path) as con:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert con.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
         with pytest.raises(sqlite3.DatabaseError, match="never"):
             con.execute("DELETE FROM release_periods")
 

@@ -168,6 +168,11 @@ def resolve(conn, path, fp: Fingerprint, name, today, record=True) -> Resolution
         return Resolution(declared[0], declared[0], tuple(notes), tuple(content))
     seen = conn.execute("SELECT dataset FROM dataset_files WHERE digest = ? AND declared = 0", (fp.digest,)).fetchone()
     key = target(conn, seen[0]) if seen else content_key(fp.digest)
+    total = conn.execute("SELECT total_epsilon FROM datasets WHERE name = ?", (key,)).fetchone()
+    if seen and total is not None and total[0] is not None:  # its records were found to be a declared dataset's
+        note(f"charged to the declared dataset {key!r}: an earlier run of this file found its records to be that "
+             "dataset's")
+        return Resolution(key, key, tuple(notes), tuple(content))
     if not seen and record:
         _ensure(conn, key, today)
         conn.execute("INSERT OR IGNORE INTO dataset_files (dataset, digest, sketch, size, path, declared, date) "

@@ -19,6 +19,7 @@ from .._version import __version__
 from ..errors import LedgerError, ParameterError
 from . import datasets as _ds
 from . import series as _series
+from . import sketches as _sk
 from .amounts import _check_name, exact_value, format_exact
 from .location import _default_path as _default_ledger_path
 from .location import _os_user, ledger_path
@@ -508,21 +509,82 @@ class Ledger:
         elif total_epsilon is not None and exact_value(total_epsilon, "the total epsilon") != self._parse(has[0]):
             notes.append(f"dataset {dataset!r} keeps its declared total, epsilon {has[0]} (change it with: dpgeo budget "
                          f"set {dataset} --total EPSILON)")
+        notes += _sk.learn_declared(self, dataset, files, prints)  # its records, so that copies are recognised
         return self.budget(dataset), notes
 
-    def resolve(self, source, name=None, *, record=True) -> _ds.Resolution:
+    def resolve(self, source, name=None, *, record=True, unattended=False) -> _ds.Resolution:
         """Which dataset a run on the input ``source`` is charged to (see `dpgeo.budget.datasets`).
 
         Raises `ParameterError` when ``name`` is not the dataset the input's
-        content was declared as. ``record=False`` records nothing (the
-        fingerprint is still cached).
+        content was declared as, or when the ledger's policy (:meth:`policy`;
+        strict by default for an ``unattended`` run) refuses an input that is
+        not a declared dataset: before any record is read. ``record=False``
+        records nothing (the fingerprint is still cached) and refuses nothing
+        for the policy (a look at the budget, not a run).
         """
         path = os.path.realpath(os.fsdecode(os.fspath(source)))
         fp = self.fingerprint(source)
         with self._operation(write=record, consequence="nothing was charged or released") as conn:
             if conn is None:  # reading a ledger that does not exist yet
                 return _ds.Resolution(name if name is not None else _ds.content_key(fp.digest), name)
-            return _ds.resolve(conn, path, fp, name, _today(), record=record)
+            r = _ds.resolve(conn, path, fp, name, _today(), record=record)
+            why = record and _sk.policy_refusal(conn, r.key, lambda n: _ds.target(conn, n), unattended,
+                                                path=path if name is None else None, name=name)
+            if why:  # raised inside the transaction: nothing the resolution recorded stays
+                raise ParameterError(why)
+            return r
+
+    def check_policy(self, dataset, *, unattended=False):
+        """Refuse a run charged to ``dataset`` (a name, or the key of in-memory data) that the policy refuses."""
+        with self._operation(write=False) as conn:
+            why = None if conn is None else _sk.policy_refusal(conn, dataset, lambda n: _ds.target(conn, n),
+                                                               unattended, name=dataset)
+        if why:
+            raise ParameterError(why)
+
+    def policy(self) -> str | None:
+        """The owner's policy: ``"require-declared"``, ``"allow-undeclared"`` or None (the default: strict for
+        unattended runs and the service, once any dataset has a declared total)."""
+        with self._operation(write=False) as conn:
+            return None if conn is None else _sk.get_policy(conn)
+
+    def set_policy(self, policy, *, by=None) -> str | None:
+        """Persist the policy (one of :data:`dpgeo.budget.sketches.POLICIES`, or None for the default)."""
+        if policy is not None and policy not in _sk.POLICIES:
+            raise ParameterError(f"the ledger policy is one of {', '.join(_sk.POLICIES)}, got {policy!r}")
+        by = _check_name(by, "who sets the policy") if by is not None else _os_user()
+        with self._operation(write=True, consequence="the policy was not changed") as conn:
+            conn.execute("DELETE FROM ledger_settings WHERE name = 'policy'")
+            if policy is not None:
+                conn.execute("INSERT INTO ledger_settings (name, value, date, set_by) VALUES ('policy', ?, ?, ?)",
+                             (policy, _today(), by))
+        return policy
+
+    # records: which dataset an input's records belong to (dpgeo.budget.sketches) ---------------------------------
+
+    def record_sketch(self):
+        """An empty `dpgeo.counting.sketch.RecordSketch` under this ledger's key (created on first use)."""
+        from ..counting.sketch import RecordSketch
+
+        return RecordSketch(_sk.load_key(self.path))
+
+    def check_records(self, reservation, sketch, *, source=None) -> tuple:
+        """After counting, before any noise: the dataset ``reservation`` stays charged to, from the records read.
+
+        ``sketch`` holds the records read from ``source`` (a file input; None
+        for points in memory). Returns ``(dataset, notes)``; raises
+        `ParameterError` or `BudgetExceededError` when the run must stop (the
+        caller cancels the charge). See :mod:`dpgeo.budget.sketches`.
+        """
+        digest = "" if source is None else self.fingerprint(source).digest
+        with self._operation(write=True, consequence="nothing was released") as conn:
+            today = _today()
+            dataset, notes, refusal = _sk.check_records(
+                conn, reservation, sketch, digest, today, budget_of=lambda n: self._budget(conn, n, releases=False),
+                target=lambda n: _ds.target(conn, n), merge=lambda a, b: _ds._merge(conn, a, b, today))
+        if refusal is not None:
+            raise refusal
+        return dataset, notes
 
     def declared_for(self, source) -> list:
         """Names of the datasets whose declared files have the content of ``source`` (usually one, or none)."""

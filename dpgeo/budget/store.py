@@ -22,7 +22,7 @@ from ..errors import LedgerError
 #: Environment variable naming the ledger file (overrides the per-user default).
 LEDGER_ENV = "DPGEO_LEDGER"
 #: Schema version this dpgeo writes (``PRAGMA user_version``); newer files are refused.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: ``PRAGMA application_id`` of a dpgeo ledger (ASCII "dpgL"): tells it from other SQLite files.
 APPLICATION_ID = 0x6470674C
 
@@ -118,8 +118,24 @@ def _migrate_to_3(conn):
         BEGIN SELECT RAISE(ABORT, 'dpgeo ledger: only a reserved charge changes its status'); END""")
 
 
+def _migrate_to_4(conn):
+    # the records of each dataset, as keyed sketches (budget/sketches.py): nothing reversible into a location
+    # without the key, which is kept beside the ledger, never in it
+    conn.execute("""CREATE TABLE record_sketches (
+        dataset TEXT NOT NULL REFERENCES datasets(name),
+        digest TEXT NOT NULL,               -- the input's content digest ('' for points in memory)
+        key_id TEXT NOT NULL,               -- which key hashed it (a hash of the key)
+        n_records INTEGER NOT NULL,
+        sketch BLOB NOT NULL,               -- counting/sketch.py: bottom-k keyed hashes and their counts
+        date TEXT NOT NULL,
+        PRIMARY KEY (dataset, digest))""")
+    # the owner's settings: 'policy' = 'require-declared' | 'allow-undeclared' (absent: the default)
+    conn.execute("""CREATE TABLE ledger_settings (
+        name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, date TEXT NOT NULL, set_by TEXT NOT NULL)""")
+
+
 #: Migration to each schema version from the one before (0 = an empty file).
-MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2, 3: _migrate_to_3}
+MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2, 3: _migrate_to_3, 4: _migrate_to_4}
 
 
 def migrate(conn, current):

@@ -24,13 +24,15 @@ examples:
   # one line per dataset; every release of every dataset
   dpgeo budget show
   dpgeo budget history --json
+  # once datasets are declared: refuse any run that is not charged to one (checked before a record is read)
+  dpgeo budget policy --require-declared
 
 The ledger is --ledger PATH, else $DPGEO_LEDGER, else ledger.sqlite in your user data folder.
 """
 
 
 def register(subparsers):
-    """Add ``budget declare|set|show|history`` to the ``dpgeo`` command's subparsers."""
+    """Add ``budget declare|set|show|history|policy`` to the ``dpgeo`` command's subparsers."""
     from ..budget import DEFAULT_LOCK_TIMEOUT_S
 
     common = argparse.ArgumentParser(add_help=False)
@@ -82,6 +84,19 @@ def register(subparsers):
     hi = bsub.add_parser("history", parents=[common], help="every release of every dataset",
                          description="Every dataset in the ledger with each of its releases.")
     hi.set_defaults(func=_cmd_history)
+
+    po = bsub.add_parser(
+        "policy", parents=[common], help="whether every run must be charged to a declared dataset",
+        description="The ledger's policy. --require-declared: once any dataset has a declared total, a run that is "
+                    "charged to none (an input that is not a declared file, without --dataset NAME of a declared "
+                    "dataset) is refused before any record is read. --allow-undeclared: such runs are charged to a "
+                    "key of their own, without a limit, and warned about. --default: strict for --unattended runs "
+                    "and dpgeo serve, lenient otherwise. Without an option, print the policy.")
+    how = po.add_mutually_exclusive_group()
+    for flag, value in (("--require-declared", "require-declared"), ("--allow-undeclared", "allow-undeclared"),
+                        ("--default", None)):
+        how.add_argument(flag, dest="policy", action="store_const", const=value or "default")
+    po.set_defaults(func=_cmd_policy, policy=False)
 
 
 def _usage(parser):
@@ -194,6 +209,22 @@ def _files_lines(ledger, name):
 
 def _files_json(ledger, name):
     return [{"path": p, "declared": d, "size_bytes": n} for p, d, n in ledger.files(name)]
+
+
+def _cmd_policy(args):
+    ledger = _ledger(args)
+    if args.policy:
+        policy = ledger.set_policy(None if args.policy == "default" else args.policy)
+    else:
+        policy = ledger.policy()
+    meaning = {"require-declared": "every run must be charged to a declared dataset (refused before reading)",
+               "allow-undeclared": "a run may be charged to an undeclared key (unlimited, warned about)",
+               None: "strict for --unattended runs and dpgeo serve, lenient otherwise"}[policy]
+    if args.json:
+        _print_json(ledger, policy=policy or "default", meaning=meaning)
+    else:
+        print(f"ledger:  {ledger.path}\npolicy:  {policy or 'default'}: {meaning}")
+    return 0
 
 
 def _cmd_show(args):

@@ -6,7 +6,9 @@ batches (:mod:`~dpgeo.counting.sources`, with the format readers in
 each batch into the working CRS and adding it up per cell of a public grid
 (:mod:`~dpgeo.counting.cells`), in one process or on a Dask cluster
 (:mod:`~dpgeo.counting.dask`), with the per-person cap drawn as the points
-stream by (:mod:`~dpgeo.counting.reservoir`). What leaves this package is a
+stream by (:mod:`~dpgeo.counting.reservoir`), and, when the ledger asks for it,
+a keyed sketch of the records read filled in the same pass
+(:mod:`~dpgeo.counting.sketch`: it never leaves the owner). What leaves this package is a
 :class:`CellCounts` — exact counts of the non-empty cells, **private**, input
 to a mechanism only — plus *owner-only* diagnostics. No noise is drawn here
 and the privacy budget is never seen here.

@@ -210,7 +210,7 @@ def _cap_generator(rng):
 def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_from_data=False, input_crs=None,
                  person=None, cap=None, rng=None, unattended=False, keep_points=False, recountable=False,
                  scheduler=None, progress=None, batch_rows=DEFAULT_BATCH_ROWS, time=None, times=None,
-                 cap_per_period=False) -> CellCounts:
+                 cap_per_period=False, sketch=None) -> CellCounts:
     """Read, project and count the private points on the grid of the public study area, batch by batch.
 
     Parameters
@@ -264,6 +264,9 @@ def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_
     cap_per_period : bool
         With ``cap`` and ``time``: keep at most ``cap`` points per person *in each
         period* (default: per person over the whole series).
+    sketch : dpgeo.counting.sketch.RecordSketch, optional
+        Filled with the records read, in the same pass (the ledger's check of which dataset the input holds:
+        :mod:`dpgeo.budget.sketches`).
 
     Returns
     -------
@@ -317,12 +320,13 @@ def count_points(points, *, grid_for, domain, domain_crs=None, crs=None, domain_
         from .dask import count_with_dask
 
         r = count_with_dask(source, grid, cap=cap, rng=rng, scheduler=scheduler, progress=progress,
-                            unattended=unattended, cap_per_period=cap_per_period)
+                            unattended=unattended, cap_per_period=cap_per_period, sketch=sketch)
     else:
         from .stream import count_stream
 
         r = count_stream(source, grid, cap=cap, rng=rng, progress=progress, unattended=unattended,
-                         keep_xy=keep_points, recountable=recountable, cap_per_period=cap_per_period)
+                         keep_xy=keep_points, recountable=recountable, cap_per_period=cap_per_period,
+                         sketch=sketch)
     tally = r.tally
     diag = tally.diagnostics()
     if r.n_unprojectable:

@@ -147,13 +147,14 @@ def _local_workers(s):
 class _Part:
     """Counts of one or more fragments (what a task returns)."""
 
-    def __init__(self, ids, counts, tally, n_out, n_unproj, persons=None, swap=(0, 0), n_cells=None):
+    def __init__(self, ids, counts, tally, n_out, n_unproj, persons=None, swap=(0, 0), n_cells=None, sketch=None):
         self.ids, self.counts, self.tally = ids, counts, tally
         self.n_out, self.n_unproj, self.persons, self.swap = n_out, n_unproj, persons, swap
         self.n_cells = n_cells
+        self.sketch = sketch
 
 
-def _count_fragment(frag, grid, with_person):
+def _count_fragment(frag, grid, with_person, sketch=None):
     import pandas as pd
 
     from .sources import _columns, input_label
@@ -161,12 +162,13 @@ def _count_fragment(frag, grid, with_person):
     from .stream import id_space
 
     tally = InputTally(label=input_label(frag), columns=_columns(frag))
+    sketch = None if sketch is None else sketch.empty()  # this fragment's own (a threaded client shares objects)
     n_ids = id_space(frag, grid)
     acc = None if with_person else CountAccumulator(n_ids, buffer_ids=1 << 22)
     tables = []
     n_out = n_unproj = 0
     probe = _probe(frag, grid)
-    for b, cells in stream_cells(frag, grid, with_person=with_person, threads=1):
+    for b, cells in stream_cells(frag, grid, with_person=with_person, threads=1, sketch=sketch):
         tally.add(b)
         n_out += cells.n_outside
         n_unproj += cells.n_unprojectable
@@ -183,7 +185,7 @@ def _count_fragment(frag, grid, with_person):
         ids = counts = np.zeros(0, dtype=np.int64)
     else:
         ids, counts = acc.result()
-    return _Part(ids, counts, tally, n_out, n_unproj, persons, probe.result() or (0, 0), n_ids)
+    return _Part(ids, counts, tally, n_out, n_unproj, persons, probe.result() or (0, 0), n_ids, sketch)
 
 
 def _probe(frag, grid):
@@ -213,8 +215,12 @@ def _merge_parts(*parts):
     if parts[0].persons is not None:
         persons = _sum_person_tables([p.persons for p in parts])
     swap = (sum(p.swap[0] for p in parts), sum(p.swap[1] for p in parts))
+    sketch = None
+    for p in parts:  # the record sketches of the fragments: the sketch of the whole
+        if p.sketch is not None:
+            sketch = (p.sketch.empty() if sketch is None else sketch).merge(p.sketch)
     return _Part(ids, counts, tally, sum(p.n_out for p in parts), sum(p.n_unproj for p in parts), persons, swap,
-                 n_cells)
+                 n_cells, sketch)
 
 
 def _recount_fragment(frag, grid, binning, n_bins, period=None):
@@ -354,11 +360,12 @@ def _tree(client, futures, merge):
 
 
 def count_with_dask(source, grid, *, cap=None, rng=None, scheduler="local", progress=None, unattended=False,
-                    fragment_rows=None, cap_per_period=False) -> CountResult:
+                    fragment_rows=None, cap_per_period=False, sketch=None) -> CountResult:
     """Count ``source`` on ``grid`` with Dask (see the module notes); the client receives counts only.
 
     ``progress(fraction, message)`` is called as tasks finish. With ``cap``
-    the per-person cap is drawn here, on the client, with ``rng``.
+    the per-person cap is drawn here, on the client, with ``rng``. ``sketch`` (an empty
+    :class:`~dpgeo.counting.sketch.RecordSketch`) is sent to every task and the results merged into it.
     """
     if type(scheduler).__name__ != "Client":
         _local_workers(scheduler)
@@ -371,7 +378,8 @@ def count_with_dask(source, grid, *, cap=None, rng=None, scheduler="local", prog
     t0 = time.perf_counter()
     with dask_client(scheduler) as client:
         [grid_f] = client.scatter([grid], broadcast=True)
-        leaves = _leaves(client, source, frags, _count_fragment, grid=grid_f, with_person=with_person)
+        leaves = _leaves(client, source, frags, _count_fragment, grid=grid_f, with_person=with_person,
+                         sketch=sketch)
         # the merges are submitted at once, so they run as the counts arrive and each partial count is
         # released as soon as it is merged (the client keeps no reference to it)
         root = _tree(client, leaves, _merge_parts)
@@ -393,6 +401,8 @@ def count_with_dask(source, grid, *, cap=None, rng=None, scheduler="local", prog
         from .sources import _columns, input_label
 
         part.tally.label, part.tally.columns = input_label(source), _columns(source)
+        if sketch is not None and part.sketch is not None:
+            sketch.merge(part.sketch)
         out = CountResult(part.ids, part.counts, part.tally, part.n_out, part.n_unproj, 0,
                           part.swap if getattr(source.crs, "is_geographic", False) else None)
         if with_person:

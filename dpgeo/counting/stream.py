@@ -73,14 +73,17 @@ def _point_crs(grid):
     return getattr(grid, "point_crs", None) or grid.area.crs
 
 
-def _cells_of_batch(b, grid, project, *, with_person, with_xy):
+def _cells_of_batch(b, grid, project, *, with_person, with_xy, sketch=None):
     """The cells of a batch's points inside the study area; for a series, ids of (period, cell) pairs.
 
     A series counts each point in the cell ``period · n_cells + cell`` of a
     grid repeated once per period, so that every counting path (in memory,
     streaming, Dask, with the per-person cap) counts all periods in one pass
-    without knowing about periods.
+    without knowing about periods. ``sketch`` (a
+    :class:`~dpgeo.counting.sketch.RecordSketch`) takes the batch's records too.
     """
+    if sketch is not None:
+        sketch.add_points(b.x, b.y, project.src)
     x, y = project(b.x, b.y)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -106,14 +109,15 @@ def _cells_of_batch(b, grid, project, *, with_person, with_xy):
     return out
 
 
-def stream_cells(source: PointSource, grid: Grid, *, with_person=False, with_xy=False, threads=_THREADS):
+def stream_cells(source: PointSource, grid: Grid, *, with_person=False, with_xy=False, threads=_THREADS,
+                 sketch=None):
     """Yield ``(batch, cells)`` for each batch of ``source``, in input order.
 
     ``cells`` holds the cell ids of the batch's points inside the study area
     (and their persons/coordinates when asked). Up to ``threads`` batches are
     projected and assigned at once while the next one is read; the reader is
     closed and the threads stopped when the caller stops early (an error, a
-    cancelled progress callback, Ctrl-C).
+    cancelled progress callback, Ctrl-C). ``sketch`` takes every batch's records (in the same threads).
     """
     project = _Projector(source.crs, _point_crs(grid))
     grid._cell_classes()  # build the cell lookup once, before the threads share it
@@ -123,7 +127,7 @@ def stream_cells(source: PointSource, grid: Grid, *, with_person=False, with_xy=
     try:
         for b in batches:
             pending.append((b, pool.submit(_cells_of_batch, b, grid, project, with_person=with_person,
-                                           with_xy=with_xy)))
+                                           with_xy=with_xy, sketch=sketch)))
             if len(pending) >= threads:
                 b0, f0 = pending.popleft()
                 yield b0, f0.result()
@@ -173,7 +177,8 @@ def id_space(source, grid) -> int:
     return grid.nx * grid.ny * getattr(source, "n_periods", 1)
 
 
-def count_stream(source, grid, *, cap, rng, progress, unattended, keep_xy, recountable, cap_per_period=False):
+def count_stream(source, grid, *, cap, rng, progress, unattended, keep_xy, recountable, cap_per_period=False,
+                 sketch=None):
     """The single-process streaming count. See :func:`~dpgeo.counting.count_points`."""
     from .reservoir import PersonReservoir
 
@@ -190,7 +195,7 @@ def count_stream(source, grid, *, cap, rng, progress, unattended, keep_xy, recou
     report = ReadProgress(progress, source.total_rows)
     first = True
     with closing(stream_cells(source, grid, with_person=with_person,
-                              with_xy=keep_all or (with_person and res.keep_xy))) as cells_of:
+                              with_xy=keep_all or (with_person and res.keep_xy), sketch=sketch)) as cells_of:
         for b, cells in cells_of:
             tally.add(b)
             if first and not unattended:

@@ -23,8 +23,8 @@ from ..formats import check_readable, output_driver, pick_engine, short_error, s
 from .atomic import _write_text, atomic_write
 from .geojson import METADATA_MEMBER, geojson_collection
 
-__all__ = ["write_layer", "check_output", "read_layer_metadata", "geojson_collection", "atomic_write",
-           "METADATA_MEMBER", "GPKG_VERSION"]
+__all__ = ["write_layer", "check_output", "read_layer_metadata", "read_levels_layer", "geojson_collection",
+           "atomic_write", "METADATA_MEMBER", "GPKG_VERSION"]
 
 #: GeoPackage version of every GeoPackage dpgeo writes: 1.3, which QGIS 3.22 and GDAL before 3.7 read without
 #: a warning (1.4 files have the same tables; only the header's version differs).
@@ -186,6 +186,37 @@ def _append_levels(tmp, levels, name, metadata, eng, stamp):
                                     layer_options=options)
         finally:
             pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": None})
+
+
+def read_levels_layer(path, name=None, *, engine="auto"):
+    """The levels layer stored with a release: ``<name>_levels`` in its GeoPackage, or ``<stem>_levels.geojson``
+    beside its GeoJSON file; None when it is not there (the file was copied without it).
+
+    ``name`` is the release's layer in a GeoPackage, None for a GeoJSON file.
+    """
+    import geopandas as gpd
+
+    try:
+        if name is not None:
+            if pick_engine(engine, needed=True, write=False) == "fiona":
+                import fiona
+
+                names = set(fiona.listlayers(path))
+            else:
+                import pyogrio
+
+                names = {n for n, _ in pyogrio.list_layers(path)}
+            if f"{name}_levels" not in names:
+                return None
+            lv = gpd.read_file(path, layer=f"{name}_levels", engine=None if engine == "auto" else engine)
+        else:
+            side = os.path.splitext(path)[0] + "_levels.geojson"
+            if not os.path.isfile(side):
+                return None
+            lv = gpd.read_file(side)
+    except Exception:  # noqa: BLE001 - a missing or unreadable levels layer: the copy says it has none
+        return None
+    return lv.drop(columns="fid") if "fid" in lv.columns else lv
 
 
 def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, attribution=None, title=None):

@@ -89,7 +89,9 @@ def run_cumulative(mech, points, values, *, p, epsilon, c, so, v, composition, u
             counts = count_points(points, grid_for=grid_for, domain=area, crs=v["crs"], input_crs=v["input_crs"],
                                   person=v["person"], cap=c.cap, rng=source, unattended=v["unattended"],
                                   scheduler=v["scheduler"] if mech.reads == "counts" else None,
-                                  progress=_reading(progress, 0.5), time=so.time, times=so.times)
+                                  progress=_reading(progress, 0.5), time=so.time, times=so.times,
+                                  sketch=charge.record_sketch())
+            charge.records_read()  # which dataset the records are: checked before any noise
             universe = grid.universe_ids()
             dense = np.zeros((n, universe.size), dtype=np.int64)
             for i, part in enumerate(counts.by_period()):

@@ -11,7 +11,9 @@ Every mechanism declared with :class:`dpgeo.declare.Mechanism` runs through
 3. **charge** — the release is reserved in the privacy-budget ledger
    (:func:`dpgeo.release.start_charge`), refused beyond the dataset's total;
 4. **count** — the private points are read, projected and added up per cell of
-   the public grid (:func:`dpgeo.counting.count_points`); an error here cancels
+   the public grid (:func:`dpgeo.counting.count_points`), and a keyed sketch of
+   the records taken in the same pass tells the ledger which declared dataset
+   they are (:mod:`dpgeo.budget.sketches`); an error or a refusal here cancels
    the charge (no noise has been drawn);
 5. **mechanism** — ``mechanism.run``, the only step that draws noise;
 6. **layer** — the metadata joined to the layer; the release is marked
@@ -133,7 +135,8 @@ def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
                                   domain_from_data=v["domain_from_data"], input_crs=v["input_crs"],
                                   person=v["person"], cap=c.cap, rng=source, unattended=v["unattended"],
                                   scheduler=v["scheduler"], progress=_reading(progress, mech.read_share),
-                                  **mech.count_options(p))
+                                  sketch=charge.record_sketch(), **mech.count_options(p))
+            charge.records_read()  # which dataset the records are: checked before any noise
             grid = counts.grid
             setup = mech.setup(grid, p, c)
         diagnostics = counts.diagnostics

@@ -191,7 +191,8 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
                                   person=v["person"], cap=c.cap, rng=source, unattended=v["unattended"],
                                   scheduler=v["scheduler"], progress=_reading(progress, mech.read_share),
                                   time=so.time, times=so.times, cap_per_period=so.person_accounting == "period",
-                                  **mech.count_options(p))
+                                  sketch=charge.record_sketch(), **mech.count_options(p))
+            charge.records_read()  # which dataset the records are: checked before any noise
             grid = counts.grid
             setup = mech.setup(grid, p, c)
             per_period = counts.by_period()

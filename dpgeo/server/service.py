@@ -60,6 +60,7 @@ class Service:
         """The configuration's totals into the ledger; the job records; the job manager (which settles what a
         previous run left)."""
         from ..budget import format_exact
+        from ..counting.inputs import PointFile
 
         for ds in self.config.datasets.values():  # the configuration's totals are the owner's declaration
             b = self.ledger.budget(ds.name)
@@ -67,8 +68,10 @@ class Service:
                 self.ledger.set_total(ds.name, ds.total_epsilon, by="dpgeo serve configuration")
                 LOG.info("dataset %s: total epsilon set to %s (was %s)", ds.name, format_exact(ds.total_epsilon),
                          "none" if b.total_epsilon is None else format_exact(b.total_epsilon))
-            # its file, by content: a run on it from the command line, Python or QGIS is charged to it too
-            self.ledger.declare(ds.name, [ds.path], total_epsilon=ds.total_epsilon, by="dpgeo serve configuration")
+            # its file, by content and by records (read with its options, once): a run on it, or on its records in
+            # another file, from the command line, Python or QGIS is charged to it too
+            self.ledger.declare(ds.name, [PointFile(ds.path, **ds.read_options())], total_epsilon=ds.total_epsilon,
+                                by="dpgeo serve configuration")
             others = [n for n in self.ledger.declared_for(ds.path) if n != ds.name]
             if others:  # (no path in the service log)
                 LOG.warning("dataset %s: its input is also declared as dataset %s: a release of either spends the "
