@@ -39,7 +39,7 @@ from typing import Any, ClassVar
 
 from .errors import ParameterError
 
-__all__ = ["Param", "Field", "Mechanism", "REQUIRED", "Values", "FRONTS"]
+__all__ = ["Param", "Field", "Mechanism", "REQUIRED", "Values", "FRONTS", "Cost"]
 
 
 class _Required:
@@ -266,6 +266,28 @@ class Field:
     help: str
 
 
+@dataclass(frozen=True)
+class Cost:
+    """What one period of a run costs, estimated from the request alone (:meth:`Mechanism.cost`).
+
+    Attributes
+    ----------
+    cells : int
+        Cells of the run's public cell set (from the study area's size and the cell's, never listed).
+    features : int
+        The most features one period's layer can have.
+    bytes : int
+        Memory of one period beyond a run's fixed cost (cells, released features, kernels), upper estimate.
+    work : float
+        Elementary cell operations of one period (cells, neighbour pairs, kernel pixels).
+    """
+
+    cells: int
+    features: int
+    bytes: int
+    work: float
+
+
 class Values(dict):
     """Checked parameter values by name, also as attributes (``p.radius_m``)."""
 
@@ -394,6 +416,17 @@ class Mechanism:
         """The cell width (metres) a run would use on ``area``, before any grid is built (``None``: no grid
         to bound)."""
         return None
+
+    def cost(self, area, p: Values, c) -> Cost:
+        """What one period of a run on the public study area ``area`` costs, in O(1): no cell is listed.
+
+        The default: the square grid of :meth:`cell_width` over the study area's bounding box, every cell
+        possibly a feature (:func:`dpgeo.costs.grid_cost`). A mechanism whose layer or work is not that
+        declares its own (``docs/adding-a-mechanism.md``).
+        """
+        from .costs import grid_cost
+
+        return grid_cost(area, self.cell_width(area, p))
 
     # -- the steps the pipeline calls (public side) --------------------------------------------------------
     def ledger_name(self, p: Values) -> str:

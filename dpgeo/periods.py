@@ -125,8 +125,10 @@ def _zone(text):
         return _dt.timezone.utc
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
-    minutes = int(digits[:2]) * 60 + int(digits[2:4] or 0)
-    return _dt.timezone(sign * _dt.timedelta(minutes=minutes))
+    hours, minutes = int(digits[:2]), int(digits[2:4] or 0)
+    if hours > 23 or minutes > 59:
+        raise ParameterError(f"the UTC offset {text!r} is out of range: an offset is -23:59 to +23:59")
+    return _dt.timezone(sign * _dt.timedelta(minutes=hours * 60 + minutes))
 
 
 def _seconds(dt) -> int:
@@ -265,6 +267,21 @@ def make_periods(period, period_start, period_end, timezone=None) -> Periods:
     if end <= start:
         raise ParameterError(f"period_end ({iso_utc(end)}) must be after period_start ({iso_utc(start)}); the end "
                              "is excluded")
+    try:
+        bounds, labels = _list_periods(period, period_start, period_end, start, end, tz)
+    except (OverflowError, ValueError) as exc:  # a calendar beyond the year 9999
+        if isinstance(exc, ParameterError):
+            raise
+        raise ParameterError(f"the periods of {period_start} to {period_end} by {period} run past the last date "
+                             f"this calendar knows ({_LAST_DAY}); give bounds before it") from None
+    return Periods(period, name, tuple(bounds), tuple(labels))
+
+
+#: The last day a period may end on (Python's calendar ends in 9999).
+_LAST_DAY = "9999-12-31"
+
+
+def _list_periods(period, period_start, period_end, start, end, tz):
     bounds, labels = [start], []
     day = _period_of(_local(start, tz), period)
     while True:
@@ -278,7 +295,7 @@ def make_periods(period, period_start, period_end, timezone=None) -> Periods:
         if len(labels) >= MAX_PERIODS:
             raise ParameterError(f"{period_start} to {period_end} by {period} is more than {MAX_PERIODS} periods; "
                                  "use a longer period or shorter bounds")
-    return Periods(period, name, tuple(bounds), tuple(labels))
+    return bounds, labels
 
 
 def periods_from_metadata(md: dict) -> Periods:

@@ -33,7 +33,7 @@ import numpy as np
 from ..io.atomic import TMP_PREFIX
 
 __all__ = ["RELEASE_ID", "ReleaseStore", "discard_release", "file_headers", "pending_releases", "publish_release",
-           "release_midnight", "write_release"]
+           "release_midnight", "unpublished_releases", "write_release"]
 
 #: A release id: the ledger's 32 lowercase hex digits.
 RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -163,6 +163,21 @@ def pending_releases(folder) -> list:
     except FileNotFoundError:
         return []
     return sorted(n[:-len(PENDING)] for n in names if n.endswith(PENDING) and RELEASE_ID.match(n[:-len(PENDING)]))
+
+
+def unpublished_releases(folder) -> list:
+    """Ids of the releases that have files in ``folder`` but no published record (written, pending or half
+    written by a job that did not succeed)."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    ids, published = set(), set()
+    for n in names:
+        rid = n[:32]
+        if len(n) > 32 and RELEASE_ID.match(rid) and n[32] == ".":
+            (published if n[32:] == ".json" else ids).add(rid)
+    return sorted(ids - published)
 
 
 def _study_area_bbox(domain):
