@@ -57,7 +57,7 @@ class Service:
         self.jobs = JobStore(s.jobs)
         self.manager = JobManager(s, self.jobs, self.ledger, self.limits)
         os.makedirs(s.releases, exist_ok=True)
-        self.releases = ReleaseStore(s.releases)
+        self.releases = ReleaseStore(s.releases, self.limits.release_cache_bytes)
 
     def startup(self):
         """The configuration's totals into the ledger; the job records; the job manager (which settles what a

@@ -353,13 +353,15 @@ def test_async_job_belongs_to_its_analyst(svc):
 
 
 def test_a_release_whose_geojson_is_gone_is_a_404_not_a_500(svc):
-    """A published release whose GeoJSON file has gone (removed by hand, a partial restore): its items, one item and
-    its job's results are answered 404 with an exception document, as a missing release."""
+    """A published release whose feature files have gone (its GeoJSON and the items file paged from it, removed by
+    hand, a partial restore): its items, one item and its job's results are answered 404 with an exception
+    document, as a missing release. With its GeoJSON back, the items file is made again from it."""
     alice, anon = client(svc, "alice"), client(svc)
     rid = alice.get(f"/jobs/{svc['job']}/results").json()["release"]["id"]
     geojson = svc["dir"] / "releases" / f"{rid}.geojson"
     aside = geojson.with_name(geojson.name + ".aside")
     geojson.rename(aside)
+    (svc["dir"] / "releases" / f"{rid}.items.sqlite").unlink()
     try:
         for path in (f"/collections/{rid}/items", f"/collections/{rid}/items/1"):
             assert is_problem(anon.get(path), 404)["type"].endswith("not-found"), path
@@ -367,6 +369,7 @@ def test_a_release_whose_geojson_is_gone_is_a_404_not_a_500(svc):
     finally:
         aside.rename(geojson)
     assert anon.get(f"/collections/{rid}/items").status_code == 200
+    assert (svc["dir"] / "releases" / f"{rid}.items.sqlite").exists()
 
 
 def test_dp_kmeans_release(svc):
