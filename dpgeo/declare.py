@@ -37,6 +37,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .costs import Cost
 from .errors import ParameterError
 
 __all__ = ["Param", "Field", "Mechanism", "REQUIRED", "Values", "FRONTS", "Cost"]
@@ -264,28 +265,6 @@ class Field:
     name: str
     type: str
     help: str
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What one period of a run costs, estimated from the request alone (:meth:`Mechanism.cost`).
-
-    Attributes
-    ----------
-    cells : int
-        Cells of the run's public cell set (from the study area's size and the cell's, never listed).
-    features : int
-        The most features one period's layer can have.
-    bytes : int
-        Memory of one period beyond a run's fixed cost (cells, released features, kernels), upper estimate.
-    work : float
-        Elementary cell operations of one period (cells, neighbour pairs, kernel pixels).
-    """
-
-    cells: int
-    features: int
-    bytes: int
-    work: float
 
 
 class Values(dict):

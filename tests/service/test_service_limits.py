@@ -179,6 +179,11 @@ def test_every_mechanism_declares_an_o1_cost():
         p, _, _ = public_plan(mech, values.get(mech.name, {}), None, epsilon=1.0)
         cost = mech.cost(area, p, contribution())
         assert isinstance(cost, Cost) and cost.cells >= 1 and cost.bytes >= 0 and cost.work >= cost.cells, mech
+    from dpgeo.costs import _shape
+    from dpgeo.resources import grid_shape
+
+    for cell in (7.0, 100.0, 333.3, 1e5):  # the estimate's grid is the library's
+        assert _shape(area, cell) == grid_shape(area.polygon.bounds, cell)
     heat = next(m for m in MECHANISMS if m.name == "dp-heat")
     p, _, _ = public_plan(heat, {"h3_resolution": 15}, None, epsilon=1.0)
     assert heat.cost(area, p, contribution()).cells > 10**8
