@@ -110,12 +110,11 @@ def _periods(process, params, dataset) -> int:
     values = series(params, dataset) if series is not None else {}
     if not values:
         return 1
-    from ..periods import make_periods
+    from ..periods import count_periods
 
-    if values.get("period") is None:
+    if values.get("period") is None or values.get("period_start") is None or values.get("period_end") is None:
         return 1  # refused by the series' own checks, with their message
-    return len(make_periods(values["period"], values.get("period_start"), values.get("period_end"),
-                            values.get("timezone")))
+    return count_periods(values["period"], values["period_start"], values["period_end"], values.get("timezone"))
 
 
 _WHAT = {  # limit key -> (estimate key, what it is, unit)
