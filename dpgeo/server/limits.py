@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 __all__ = ["Limits", "LIMIT_KEYS", "check_cost", "parse_limits", "request_cost"]
 
@@ -154,8 +154,3 @@ def _amount(v, unit) -> str:
 
         return format_bytes(v)
     return f"{v:,.0f} {unit}" if v < 1e15 else f"{v:.3g} {unit}"
-
-
-def limit_fields():
-    """The names of :class:`Limits`' fields (for the documentation's table)."""
-    return [f.name for f in fields(Limits)]

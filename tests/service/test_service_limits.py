@@ -189,6 +189,20 @@ def test_every_mechanism_declares_an_o1_cost():
     assert heat.cost(area, p, contribution()).cells > 10**8
 
 
+def test_the_limits_table_is_checked_when_the_configuration_is_read():
+    from dpgeo.server.config import ConfigError
+    from dpgeo.server.limits import Limits, parse_limits
+
+    assert parse_limits(None, ConfigError) == Limits()
+    got = parse_limits({"worker_memory_bytes": "8G", "max_job_bytes": "6G", "job_seconds": 30}, ConfigError)
+    assert got.worker_memory_bytes == 8 * 2**30 and got.max_job_bytes == 6 * 2**30 and got.job_seconds == 30.0
+    for bad, words in (({"max_cels": 1}, "no key 'max_cels'"), ({"max_cells": 0}, "max_cells must be"),
+                       ({"job_seconds": True}, "job_seconds must be"), ({"worker_memory_bytes": "lots"}, "bytes"),
+                       ({"max_job_bytes": "3G", "worker_memory_bytes": "2G"}, "must fit in its worker")):
+        with pytest.raises(ConfigError, match=words):
+            parse_limits(bad, ConfigError)
+
+
 def test_a_series_periods_are_counted_in_o1_as_they_are_made():
     """The estimate counts a series' periods from its bounds without listing them: the same count as the periods
     made, for every kind, time zones with odd offsets and DST included (2,000 random bounds)."""
