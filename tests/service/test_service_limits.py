@@ -364,8 +364,14 @@ def test_every_process_on_an_empty_dataset_publishes_a_readable_layer(svc):
                             ("dp-kmeans", {"epsilon": 0.25, "k": 3}), ("dp-heat", {"epsilon": 0.25, "cell_m": 1000}),
                             ("dp-heat", {"epsilon": 0.05, "cell_m": 250, "bands": 5, "bandwidth_m": 20000}),
                             ("dp-hotspots", {"epsilon": 0.25, "cell_m": 1000}),
+                            ("dp-heat", {"epsilon": 0.25, "h3_resolution": 7}),
+                            ("dp-heat", {"epsilon": 0.25, "h3_resolution": 7, "bands": 2}),
+                            ("dp-hotspots", {"epsilon": 0.25, "h3_resolution": 7}),
                             ("dp-heat", {"epsilon": 0.25, "cell_m": 1000, "time": "when", "period": "month",
-                                         "period_start": "2017-01-01", "period_end": "2017-03-01"})):
+                                         "period_start": "2017-01-01", "period_end": "2017-03-01"}),
+                            ("dp-heat", {"epsilon": 0.25, "cell_m": 1000, "time": "when", "period": "month",
+                                         "period_start": "2017-01-01", "period_end": "2017-04-01",
+                                         "cumulative": True})):
         r = ava.execute(process, dict(inputs, dataset="empty"))
         assert r.status_code == 200, (process, inputs, r.text)
         rid = r.json()["release"]["id"]
