@@ -68,6 +68,28 @@ def _charge_of(status) -> str:
     return {None: "none", "cancelled": "not charged", "reserved": "reserved"}.get(status, "spent, no release")
 
 
+#: The environment of the forkserver every worker comes from (unless the owner set them): one thread per numeric
+#: library and at most two malloc arenas, so that a worker's address-space cap ([limits] worker_memory_bytes)
+#: measures the memory it uses, not the stacks and arenas reserved by threads it does not need.
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
+
+
+class _worker_environment:
+    """Set :data:`WORKER_ENV` while the forkserver is started (it copies the environment), then restore."""
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in WORKER_ENV}
+        for k, v in WORKER_ENV.items():
+            os.environ.setdefault(k, v)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class JobManager:
     """Runs releases in worker processes, pads their time, records, publishes and settles them."""
 
@@ -99,7 +121,8 @@ class JobManager:
                                         "dpgeo.server.processes", "dpgeo.server.releases"])
             from multiprocessing import forkserver
 
-            forkserver.ensure_running()
+            with _worker_environment():
+                forkserver.ensure_running()
         except ValueError:  # no forkserver on this platform
             ctx = multiprocessing.get_context("spawn")
         self._ctx = ctx

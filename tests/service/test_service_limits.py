@@ -423,6 +423,9 @@ def test_workers_end_with_a_stopped_server_and_a_restart_removes_unowned_files(t
     try:
         svc = {"server": server, "dir": tmp_path}
         jid, pid = start_held_job(svc)
+        with open(f"/proc/{pid}/environ", "rb") as f:  # threads that reserve no memory the cap would count
+            env = dict(x.split(b"=", 1) for x in f.read().split(b"\0") if b"=" in x)
+        assert env.get(b"MALLOC_ARENA_MAX") and env.get(b"OPENBLAS_NUM_THREADS"), env.keys()
         orphan = tmp_path / "releases" / ("ab" * 16 + ".gpkg")
         orphan.write_bytes(b"SQLite format 3\0" + b"\0" * 5000)
         server.proc.send_signal(signal.SIGTERM)
