@@ -19,11 +19,23 @@ between the sample layer and the same layer moved out of the study area (no poin
 server's ``job_quantum_seconds`` at 0 (the raw run times, which the default quantum must exceed) and at
 ``--quantum`` (default: the server's default); prints both distributions and their gap.
 
+``--abuse N`` measures what an abusive analyst costs the others instead: the p50/p95 of anonymous reads
+(``/conformance``, a page of items) and of another analyst's small releases, N of each, first with the
+server idle, then while one analyst sends the requests of the red team's report (an H3 resolution 13 heat
+layer, 20 m cells, daily series over 1,000 days, a 4096² WaveCluster grid, density bands with a 1,000 km
+kernel, each with another ε) in a loop from ``--abusers`` threads, under the rate limits an owner would set
+(600 requests and 120 executions a minute per analyst; the abuser waits out each 429 as told, up to 1 s,
+unless ``--flood``); prints both and their ratio, what the abusive
+requests were answered (413 by the cost model, 429 by the rate limit) and the server's largest RSS. Exits 1
+if a p95 under abuse is more than twice the idle one (plus 5 ms, the resolution on a busy machine) or an
+abusive request was accepted.
+
 Usage::
 
     python benchmarks/bench_service.py                        # 200 requests, 20 clients, 10 releases fit
     python benchmarks/bench_service.py --requests 60 --clients 10 --fit 4 --workers 2
     python benchmarks/bench_service.py --timing 20            # full vs empty dataset, raw and quantised
+    python benchmarks/bench_service.py --abuse 40             # reads and small releases, idle vs abused
 """
 
 from __future__ import annotations
@@ -68,12 +80,13 @@ def start(folder, args, server=(), datasets=None):
 
     datasets = datasets or {"stops": POINTS}
     tokens = {f"a{i:02d}": f"bench-token-{i:02d}-" + "x" * 32 for i in range(args.clients)}
+    given = {line.split("=")[0].strip() for line in server}
     lines = ["[server]", 'ledger = "ledger.sqlite"', 'releases = "releases/"', f"workers = {args.workers}",
-             "requests_per_minute = 100000", "executions_per_minute = 100000",
+             *[f"{k} = 100000" for k in ("requests_per_minute", "executions_per_minute") if k not in given],
              f"max_queued_jobs = {max(32, args.clients)}", *server]
     for name, path in datasets.items():
         lines += ["", f"[datasets.{name}]", f'path = "{path}"', f'study_area = "{AREA}"',
-                  f'total_epsilon = "{args.total}"']
+                  f'total_epsilon = "{args.total}"', 'time_columns = ["date"]']
     granted = "[" + ", ".join(f'"{n}"' for n in datasets) + "]"
     for name, tok in tokens.items():
         lines += ["", f"[analysts.{name}]", f'token_sha256 = "{hash_token(tok)}"', f"datasets = {granted}"]
@@ -173,6 +186,110 @@ def timing(args):
     return 0
 
 
+#: The red team's requests (issue "a service no analyst can tie up"), each beyond the default [limits].
+ABUSIVE = [
+    ("dp-heat", {"epsilon": 0.002, "h3_resolution": 13}),
+    ("dp-heat", {"epsilon": 0.05, "cell_m": 20}),
+    ("dp-heat", {"epsilon": 0.05, "cell_m": 100, "time": "date", "period": "day", "period_start": "2017-01-01",
+                 "period_end": "2019-09-28"}),
+    ("dp-dbscan-spans", {"epsilon": 0.05, "radius_m": 20, "min_points": 10, "time": "date", "period": "day",
+                         "period_start": "2017-01-01", "period_end": "2019-09-28"}),
+    ("dp-kmeans", {"epsilon": 0.05, "k": 1000, "time": "date", "period": "day", "period_start": "2017-01-01",
+                   "period_end": "2019-09-28"}),
+    ("dp-wavecluster", {"epsilon": 0.05, "grid_size": 4096}),
+    ("dp-heat", {"epsilon": 0.05, "cell_m": 250, "bands": 5, "bandwidth_m": 1e6}),
+]
+
+
+def _rss(pid) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def abuse(args):
+    """Reads and small releases of one analyst, idle and while another sends the report's requests in a loop."""
+    import threading
+
+    import requests
+
+    args.total = "1000"
+    args.clients = 2
+    with tempfile.TemporaryDirectory(prefix="dpgeo-bench-abuse-") as folder:
+        # the rate limits an owner of a public service would set (each analyst: 10 requests and 2 executions a
+        # second at most); the abusive analyst sends as fast as the server answers
+        proc, url, tokens = start(folder, args, server=["job_quantum_seconds = 0", "max_jobs_per_analyst = 64",
+                                                        "requests_per_minute = 600", "executions_per_minute = 120"])
+        try:
+            reader, anon = requests.Session(), requests.Session()
+            reader.headers["Authorization"] = f"Bearer {tokens['a00']}"
+            r = reader.post(url + "/processes/dp-heat/execution",
+                            json={"inputs": {"dataset": "stops", "epsilon": 0.01, "cell_m": 1000}})
+            assert r.status_code == 200, r.text
+            rid = r.json()["release"]["id"]
+
+            def measure(n):
+                t = {"GET /conformance": [], "GET /items?limit=10": [], "small release": []}
+                for i in range(n):
+                    for key, call in (("GET /conformance", lambda: anon.get(url + "/conformance")),
+                                      ("GET /items?limit=10",
+                                       lambda: anon.get(f"{url}/collections/{rid}/items?limit=10")),
+                                      ("small release", lambda: reader.post(
+                                          url + "/processes/dp-heat/execution",
+                                          json={"inputs": {"dataset": "stops", "epsilon": 0.01 + i / 1e4,
+                                                           "cell_m": 2000}, "outputs": {"release": {}}}))):
+                        t0 = time.perf_counter()
+                        res = call()
+                        t[key].append(time.perf_counter() - t0)
+                        assert res.status_code == 200, res.text
+                return t
+
+            idle = measure(args.abuse)
+            stop, answers, peak = threading.Event(), [], [0]
+
+            def abuser(k):
+                s = requests.Session()
+                s.headers["Authorization"] = f"Bearer {tokens['a01']}"
+                i = 0
+                while not stop.is_set():
+                    process, inputs = ABUSIVE[i % len(ABUSIVE)]
+                    t0 = time.perf_counter()
+                    r = s.post(f"{url}/processes/{process}/execution", headers={"Prefer": "respond-async"},
+                               json={"inputs": dict(inputs, dataset="stops",
+                                                    epsilon=inputs["epsilon"] * (1 + (k * 10**4 + i) / 1e6))})
+                    answers.append((r.status_code, time.perf_counter() - t0))
+                    peak[0] = max(peak[0], _rss(proc.pid))
+                    i += 1
+                    if r.status_code == 429 and not args.flood:  # an analyst who wants answers waits as told
+                        stop.wait(min(1.0, float(r.headers.get("Retry-After", 1))))
+
+            threads = [threading.Thread(target=abuser, args=(k,)) for k in range(args.abusers)]
+            for t in threads:
+                t.start()
+            try:
+                abused = measure(args.abuse)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(60)
+            print(f"dpgeo serve on {url}, one worker, job_quantum_seconds = 0; {args.abuse} of each request, idle "
+                  f"then beside {args.abusers} thread(s) of an abusive analyst ({len(answers)} requests)\n")
+            worst = 0.0
+            for key in idle:
+                ratio = pct(abused[key], 95) / pct(idle[key], 95)
+                worst = max(worst, (pct(abused[key], 95) - 0.005) / pct(idle[key], 95))
+                print(f"{key:22s} idle:   {fmt(idle[key])}")
+                print(f"{'':22s} abused: {fmt(abused[key])}   p95 ratio {ratio:.2f}")
+            codes = sorted({c for c, _ in answers})
+            print(f"\nabusive requests answered {codes}: {fmt([t for _, t in answers])}")
+            print(f"server RSS: largest {peak[0] / 2**20:.0f} MiB while abused")
+            good = worst <= 2.0 and set(codes) <= {413, 429}
+            print("OK" if good else "NOT OK: a p95 more than doubled, or an abusive request was accepted")
+            return 0 if good else 1
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=200)
@@ -182,8 +299,16 @@ def main():
     ap.add_argument("--timing", type=int, default=0, metavar="N",
                     help="measure the timing channel instead: N releases on a full and on an empty dataset")
     ap.add_argument("--quantum", type=float, default=None, help="job_quantum_seconds for --timing")
+    ap.add_argument("--abuse", type=int, default=0, metavar="N",
+                    help="measure reads and small releases, N of each, idle and beside an abusive analyst")
+    ap.add_argument("--abusers", type=int, default=2, help="threads of the abusive analyst for --abuse")
+    ap.add_argument("--flood", action="store_true",
+                    help="--abuse: the abusive analyst ignores 429 and sends as fast as it is answered (a flood: "
+                         "what the reverse proxy's limits are for)")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
+    if args.abuse:
+        return abuse(args)
     if args.timing:
         args.clients = 1
         return timing(args)

@@ -37,9 +37,10 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .costs import Cost
 from .errors import ParameterError
 
-__all__ = ["Param", "Field", "Mechanism", "REQUIRED", "Values", "FRONTS"]
+__all__ = ["Param", "Field", "Mechanism", "REQUIRED", "Values", "FRONTS", "Cost"]
 
 
 class _Required:
@@ -414,6 +415,17 @@ class Mechanism:
         """The cell width (metres) a run would use on ``area``, before any grid is built (``None``: no grid
         to bound)."""
         return None
+
+    def cost(self, area, p: Values, c) -> Cost:
+        """What one period of a run on the public study area ``area`` costs, in O(1): no cell is listed.
+
+        The default: the square grid of :meth:`cell_width` over the study area's bounding box, every cell
+        possibly a feature (:func:`dpgeo.costs.grid_cost`). A mechanism whose layer or work is not that
+        declares its own (``docs/adding-a-mechanism.md``).
+        """
+        from .costs import grid_cost
+
+        return grid_cost(area, self.cell_width(area, p))
 
     # -- the steps the pipeline calls (public side) --------------------------------------------------------
     def ledger_name(self, p: Values) -> str:

@@ -41,7 +41,7 @@ import numpy as np
 from .errors import ParameterError
 from .series_params import DEFAULT_TIMEZONE, PERIOD_KINDS
 
-__all__ = ["PERIOD_KINDS", "MAX_PERIODS", "Periods", "make_periods", "parse_instant", "check_timezone",
+__all__ = ["PERIOD_KINDS", "MAX_PERIODS", "Periods", "count_periods", "make_periods", "parse_instant", "check_timezone",
            "iso_utc", "DEFAULT_TIMEZONE", "periods_from_metadata"]
 
 #: The most periods one series may have (each is a release of its own: a grid, a layer, metadata).
@@ -125,8 +125,10 @@ def _zone(text):
         return _dt.timezone.utc
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
-    minutes = int(digits[:2]) * 60 + int(digits[2:4] or 0)
-    return _dt.timezone(sign * _dt.timedelta(minutes=minutes))
+    hours, minutes = int(digits[:2]), int(digits[2:4] or 0)
+    if hours > 23 or minutes > 59:
+        raise ParameterError(f"the UTC offset {text!r} is out of range: an offset is -23:59 to +23:59")
+    return _dt.timezone(sign * _dt.timedelta(minutes=hours * 60 + minutes))
 
 
 def _seconds(dt) -> int:
@@ -265,6 +267,21 @@ def make_periods(period, period_start, period_end, timezone=None) -> Periods:
     if end <= start:
         raise ParameterError(f"period_end ({iso_utc(end)}) must be after period_start ({iso_utc(start)}); the end "
                              "is excluded")
+    try:
+        bounds, labels = _list_periods(period, period_start, period_end, start, end, tz)
+    except (OverflowError, ValueError) as exc:  # a calendar beyond the year 9999
+        if isinstance(exc, ParameterError):
+            raise
+        raise ParameterError(f"the periods of {period_start} to {period_end} by {period} run past the last date "
+                             f"this calendar knows ({_LAST_DAY}); give bounds before it") from None
+    return Periods(period, name, tuple(bounds), tuple(labels))
+
+
+#: The last day a period may end on (Python's calendar ends in 9999).
+_LAST_DAY = "9999-12-31"
+
+
+def _list_periods(period, period_start, period_end, start, end, tz):
     bounds, labels = [start], []
     day = _period_of(_local(start, tz), period)
     while True:
@@ -278,7 +295,41 @@ def make_periods(period, period_start, period_end, timezone=None) -> Periods:
         if len(labels) >= MAX_PERIODS:
             raise ParameterError(f"{period_start} to {period_end} by {period} is more than {MAX_PERIODS} periods; "
                                  "use a longer period or shorter bounds")
-    return Periods(period, name, tuple(bounds), tuple(labels))
+    return bounds, labels
+
+
+def count_periods(period, period_start, period_end, timezone=None) -> int:
+    """How many periods :func:`make_periods` would make, in O(1): no period is listed (a service checks a
+    request's size with it before it accepts the request). Raises as :func:`make_periods` does for a bad kind,
+    zone or bound, or an end not after the start; the bound on the count is the caller's.
+
+    Examples
+    --------
+    >>> count_periods("day", "2017-01-01", "2019-09-28"), count_periods("month", "2017-01-15", "2017-03-01")
+    (1000, 2)
+    >>> count_periods("week", "2017-01-01", "2017-01-10", "America/Chicago")  # a Sunday, then two Mondays
+    3
+    """
+    if period not in PERIOD_KINDS:
+        raise ParameterError(f"period must be one of {', '.join(PERIOD_KINDS)}, got {period!r}")
+    if period_start is None or period_end is None:
+        raise ParameterError("a series needs public bounds: period_start and period_end (--period-start, "
+                             "--period-end), e.g. 2014-04-01 and 2014-10-01; they are never taken from the data")
+    tz = check_timezone(timezone)
+    start = parse_instant(period_start, tz, "period_start")
+    end = parse_instant(period_end, tz, "period_end")
+    if end <= start:
+        raise ParameterError(f"period_end ({iso_utc(end)}) must be after period_start ({iso_utc(start)}); the end "
+                             "is excluded")
+    try:
+        a, b = _period_of(_local(start, tz), period), _period_of(_local(end - 1, tz), period)
+    except (OverflowError, ValueError):
+        raise ParameterError(f"the periods of {period_start} to {period_end} by {period} run past the last date "
+                             f"this calendar knows ({_LAST_DAY}); give bounds before it") from None
+    if period in ("day", "week"):
+        return (b - a).days // (1 if period == "day" else 7) + 1
+    months = {"month": 1, "quarter": 3, "year": 12}[period]
+    return ((b.year - a.year) * 12 + b.month - a.month) // months + 1
 
 
 def periods_from_metadata(md: dict) -> Periods:

@@ -37,8 +37,9 @@ def register(subparsers):
     sp.add_argument("--check", action="store_true", help="check the configuration and exit")
     sp.add_argument("--new-token", metavar="NAME", default=None,
                     help="print a new token for analyst NAME and its [analysts.NAME] table, then exit")
-    sp.add_argument("--forwarded-allow-ips", default="127.0.0.1", metavar="IPS",
-                    help="reverse proxies whose X-Forwarded-* headers are trusted (default 127.0.0.1)")
+    sp.add_argument("--forwarded-allow-ips", default=None, metavar="IPS",
+                    help="reverse proxies whose X-Forwarded-* headers are trusted, comma-separated (default: the "
+                         "configuration's [server] trusted_proxies; none: the headers are ignored)")
     sp.set_defaults(func=_cmd_serve)
 
 
@@ -72,9 +73,31 @@ def _cmd_serve(args):
     _logging()
     _log_ledger(config)
     app = create_app(config)
-    uvicorn.run(app, host=args.host, port=args.port, log_config=None, access_log=False, proxy_headers=True,
-                forwarded_allow_ips=args.forwarded_allow_ips, server_header=False, timeout_graceful_shutdown=5)
+    proxies = args.forwarded_allow_ips
+    if proxies is None:
+        proxies = ",".join(config.server.trusted_proxies)
+    server = _uvicorn_server()(uvicorn.Config(app, host=args.host, port=args.port, log_config=None, access_log=False,
+                                   proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None,
+                                   server_header=False, timeout_graceful_shutdown=5))
+    server.stop_jobs = getattr(app, "abort_jobs", None)
+    server.run()
     return 0
+
+
+def _uvicorn_server():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, which also stops the running jobs' workers as soon as it is told to exit."""
+
+        stop_jobs = None
+
+        def handle_exit(self, sig, frame):
+            if self.stop_jobs is not None:
+                self.stop_jobs()
+            super().handle_exit(sig, frame)
+
+    return Server
 
 
 def _log_ledger(config):

@@ -156,6 +156,11 @@ examples:
             return auto_cell_width(area, p)
         return cell_width_for_radius(p.radius_m, p.eta)
 
+    def cost(self, area, p, c):
+        from ..costs import clusters_cost
+
+        return clusters_cost(area, self.cell_width(area, p), layers=2 if p.get("levels") else 1)
+
     def mechanism_title(self, p):
         return AUTO_MECHANISM if is_auto(p) else "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
 
@@ -293,6 +298,11 @@ class PreviewMechanism(SpansMechanism):
               "default 1,000 to 10 million.",
               default=None, unit="points", minimum=1, maximum=10 ** 12, advanced=True),
     )
+
+    def cost(self, area, p, c):
+        from ..costs import preview_cost
+
+        return preview_cost(area, self.cell_width(area, p))
 
 
 #: The declarations (one instance each; the registry lists them).

@@ -381,6 +381,11 @@ class _CellsMechanism(Mechanism):
             return math.sqrt(H3_AREA_M2[p.h3_resolution])  # a square of the mean hexagon's area
         return p.cell_m
 
+    def cost(self, area, p, c):
+        from ..costs import bands_cost, heat_cost
+
+        return bands_cost(area, p, self.cell_width(area, p)) if p.get("bands") else heat_cost(area, p)
+
 
 class HeatMechanism(_CellsMechanism):
     """Noisy counts of square or H3 cells over the public study area; or smoothed density bands of them."""
@@ -546,6 +551,11 @@ examples:
 
     def method_name(self, p):
         return "dp_hotspots"
+
+    def cost(self, area, p, c):
+        from ..costs import hotspots_cost
+
+        return hotspots_cost(area, p)
 
     def grid(self, area, p, c, max_memory_bytes=None):
         if is_auto_cells(p) and not _h3(p):

@@ -122,6 +122,11 @@ The budget split: --layer-share of ε (default {layer_share:g}) for the cells' c
     def count_options(self, p):
         return {"keep_points": True}
 
+    def cost(self, area, p, c):
+        from ..costs import kmeans_cost
+
+        return kmeans_cost(area, p, _MEMBERSHIP_CELLS * _MEMBERSHIP_CELLS)
+
     def linear_in_contribution(self, grid, p, c):
         # every noisy count has sensitivity s and every coordinate sum s times one point's clipped range
         # (§7.1): one point costs ε/s

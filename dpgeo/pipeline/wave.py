@@ -222,6 +222,11 @@ examples:
             return max(b[2] - b[0], b[3] - b[1]) / p.grid_size
         return p.cell_m
 
+    def cost(self, area, p, c):
+        from ..costs import clusters_cost
+
+        return clusters_cost(area, self.cell_width(area, p), cell_bytes=96)  # the wavelet's sub-bands too
+
     def short_title(self, p):
         return f"DP WaveCluster ({p.method})"
 

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._version import __version__
 from .config import ServerConfig
-from .guard import CallerGate, Guard, Methods, TooLarge, too_large_doc
+from .guard import CallerGate, Guard, Methods, TooLarge, log_path, too_large_doc
 from .problems import DPGEO, ApiError, problem
 from .routes import ROUTERS
 from .routes.landing import CONFORMANCE
@@ -53,7 +53,10 @@ def create_app(config: ServerConfig):
     for router in ROUTERS:
         app.include_router(router)
     routes = [route for router in ROUTERS for route in router.routes]  # (included without a prefix)
-    return Guard(CallerGate(Methods(app, routes), svc), config.server.max_body_bytes)
+    guard = Guard(CallerGate(Methods(app, routes), svc), config.server.max_body_bytes,
+                  is_token=lambda seg: svc.auth.analyst(f"Bearer {seg}") is not None)
+    guard.abort_jobs = svc.manager.abort  # the server is told to exit: its workers end now, not after a drain
+    return guard
 
 
 def _error_answers(app, max_body_bytes):
@@ -89,6 +92,7 @@ def _error_answers(app, max_body_bytes):
     @app.exception_handler(Exception)
     async def _unexpected(request, exc):  # the Guard keeps the traceback out of the log
         ref = uuid.uuid4().hex[:12]
-        LOG.error("unexpected error %s on %s %s: %s", ref, request.method, request.url.path, type(exc).__name__)
+        LOG.error("unexpected error %s on %s %s: %s", ref, request.method, log_path(request.url.path),
+                  type(exc).__name__)
         return json_response(problem(500, DPGEO + "internal-error", "Internal server error",
                                      f"something went wrong on the server (reference {ref})"), 500)

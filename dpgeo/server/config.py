@@ -86,6 +86,8 @@ class ServerSettings:
     min_job_seconds: float = 0.0
     job_quantum_seconds: float = DEFAULT_JOB_QUANTUM_S
     owner_log: str | None = None
+    #: Reverse proxies whose X-Forwarded-For/-Proto the server believes (IP addresses or networks); none by default.
+    trusted_proxies: tuple = ()
     basemap: str | None = None
     basemap_attribution: str | None = None
 
@@ -142,6 +144,7 @@ class ServerConfig:
     server: ServerSettings
     datasets: dict = field(default_factory=dict)
     analysts: dict = field(default_factory=dict)
+    limits: object = None  # a dpgeo.server.limits.Limits (the [limits] table)
 
 
 def load_config(path) -> ServerConfig:
@@ -169,7 +172,7 @@ def parse_config(raw: dict, path) -> ServerConfig:
     """Check a parsed configuration; relative paths are taken from the folder of ``path``."""
     path = os.path.abspath(os.fspath(path))
     base = os.path.dirname(path)
-    _only(raw, {"server", "datasets", "analysts"}, "the top level")
+    _only(raw, {"server", "datasets", "analysts", "limits"}, "the top level")
     server = _server(_table(raw, "server", required=True), base)
     datasets_raw = _table(raw, "datasets", required=True)
     if not datasets_raw:
@@ -186,7 +189,10 @@ def parse_config(raw: dict, path) -> ServerConfig:
             raise ConfigError(f"[analysts.{a.name}] token_sha256 is the same as [analysts.{seen[a.token_sha256]}]'s: "
                               "give every analyst a token of their own")
         seen[a.token_sha256] = a.name
-    return ServerConfig(path=path, server=server, datasets=datasets, analysts=analysts)
+    from .limits import parse_limits
+
+    limits = parse_limits(raw.get("limits"), ConfigError)
+    return ServerConfig(path=path, server=server, datasets=datasets, analysts=analysts, limits=limits)
 
 
 # -- tables ------------------------------------------------------------------------------------------------------
@@ -227,8 +233,23 @@ def _server(t: dict, base: str) -> ServerSettings:
     for key in ("title", "description", "basemap", "basemap_attribution"):
         if key in t:
             kw[key] = _str(t, key, w)
+    if "trusted_proxies" in t:
+        kw["trusted_proxies"] = _proxies(t["trusted_proxies"], w)
     return ServerSettings(ledger=ledger, releases=releases, jobs=jobs, url=url, owner_log=owner_log,
                           ledger_from=ledger_from, **kw)
+
+
+def _proxies(v, w) -> tuple:
+    import ipaddress
+
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ConfigError(f"{w} trusted_proxies must be a list of IP addresses or networks, e.g. [\"127.0.0.1\"]")
+    for x in v:
+        try:
+            ipaddress.ip_network(x, strict=False)
+        except ValueError:
+            raise ConfigError(f"{w} trusted_proxies: {x!r} is not an IP address or network") from None
+    return tuple(v)
 
 
 def resolve_ledger(configured):

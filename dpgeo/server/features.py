@@ -8,10 +8,7 @@ Everything is in CRS84 (lon/lat, WGS 84), the GeoJSON of RFC 7946.
 from __future__ import annotations
 
 import datetime as _dt
-
 import math
-
-import numpy as np
 
 from ..errors import ParameterError
 
@@ -165,18 +162,6 @@ def _interval(text):
     return one(parts[0]), one(parts[1])
 
 
-def _in_time(feature, interval) -> bool:
-    """Whether a series feature's period [period_start, period_end) meets the closed ``interval``."""
-    from ..periods import parse_instant
-
-    p = feature.get("properties") or {}
-    if "period_start" not in p:
-        return True
-    lo, hi = interval
-    a, b = parse_instant(p["period_start"], _UTC), parse_instant(p["period_end"], _UTC)
-    return (hi is None or a <= hi) and (lo is None or b > lo)
-
-
 def int_param(text, name, lo, hi):
     """An integer query parameter in [lo, hi] (``hi`` None: no upper bound); the refusal names the parameter and its
     bounds, never echoes the value (raises ParameterError)."""
@@ -189,38 +174,13 @@ def int_param(text, name, lo, hi):
     return v
 
 
-def select(bounds: np.ndarray, bbox) -> np.ndarray:
-    """Indices of the features whose bounding boxes meet ``bbox`` (one crossing the antimeridian is split)."""
-    n = len(bounds)
-    if bbox is None or n == 0:
-        return np.arange(n)
-    minx, miny, maxx, maxy = bbox
-    lat = (bounds[:, 3] >= miny) & (bounds[:, 1] <= maxy)
-    if minx <= maxx:
-        lon = (bounds[:, 2] >= minx) & (bounds[:, 0] <= maxx)
-    else:
-        lon = (bounds[:, 2] >= minx) | (bounds[:, 0] <= maxx)
-    return np.flatnonzero(lat & lon)
-
-
-def items_document(rec, features, bounds, query, base, request_url) -> dict:
-    """A page of ``/collections/{id}/items``."""
+def items_document(rec, docs, matched, query, base) -> str:
+    """A page of ``/collections/{id}/items`` as JSON text: ``docs`` are the page's features as GeoJSON text (read
+    from the release's items file), ``matched`` how many features match the query."""
     import json as _json
     from urllib.parse import urlencode
 
-    idx = select(bounds, query["bbox"])
-    if query.get("datetime") is not None:
-        idx = np.array([i for i in idx if _in_time(features[i], query["datetime"])], dtype=np.int64)
-    if query["bbox"] is not None and len(idx):
-        # exact test on the geometries for the candidates
-        import shapely
-
-        box = shapely.box(*query["bbox"]) if query["bbox"][0] <= query["bbox"][2] else None
-        if box is not None:
-            geoms = shapely.from_geojson([_json.dumps(features[i]["geometry"]) for i in idx])
-            idx = idx[shapely.intersects(geoms, box)]
     lim, off = query["limit"], query["offset"]
-    page = [features[i] for i in idx[off:off + lim]]
     url = f"{base}/collections/{rec['id']}/items"
 
     def link(rel, offset, title):
@@ -234,12 +194,13 @@ def items_document(rec, features, bounds, query, base, request_url) -> dict:
     links = [link("self", off, "this page"),
              {"href": f"{base}/collections/{rec['id']}", "rel": "collection", "type": "application/json",
               "title": "the collection"}]
-    if off + lim < len(idx):
+    if off + lim < matched:
         links.append(link("next", off + lim, "next page"))
     if off > 0:
         links.append(link("prev", max(0, off - lim), "previous page"))
-    return {"type": "FeatureCollection", "features": page, "numberMatched": len(idx),
-            "numberReturned": len(page), "links": links}
+    tail = _json.dumps({"numberMatched": matched, "numberReturned": len(docs), "links": links},
+                       separators=(",", ":"))
+    return '{"type":"FeatureCollection","features":[' + ",".join(docs) + "]," + tail[1:]
 
 
 def item_document(rec, feature, base) -> dict:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 
 from .problems import DPGEO, ApiError, problem
 
-__all__ = ["ANALYST", "CallerGate", "Guard", "Methods", "TooLarge", "too_large_doc"]
+__all__ = ["ANALYST", "CallerGate", "Guard", "Methods", "TooLarge", "log_path", "too_large_doc"]
 
 ACCESS_LOG = logging.getLogger("dpgeo.server.access")
 LOG = logging.getLogger("dpgeo.server")
@@ -31,8 +32,42 @@ ANALYST = "dpgeo.analyst"
 
 
 def _client(scope):
+    """The client's address as the log shows it: an IP address and port, never a header's text as sent."""
+    import ipaddress
+
     c = scope.get("client")
-    return f"{c[0]}:{c[1]}" if c else "-"
+    if not c:
+        return "-"
+    try:
+        host = str(ipaddress.ip_address(str(c[0])))
+    except ValueError:
+        return "-"
+    return f"{host}:{c[1]}" if isinstance(c[1], int) else host
+
+
+#: A path segment that may be a secret: 16 or more characters of the token alphabets, with a digit and a letter.
+_SECRETISH = re.compile(r"^(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9_\-.~+=%]{16,}$")
+#: The ids the service itself puts in paths (releases, jobs): 32 lowercase hex digits.
+_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def log_path(path, is_token=None) -> str:
+    """``path`` as the log shows it: a segment that is a configured token (``is_token``), or looks like one
+    (long, with letters and digits, and not one of the service's own ids), is replaced by ``<redacted>``.
+
+    Examples
+    --------
+    >>> log_path("/collections/Fh3x_9kQ2LmZpR7tWbV1yN4sA8dE6gUoJcHiTfXqKe0/items")
+    '/collections/<redacted>/items'
+    >>> log_path("/jobs/0123456789abcdef0123456789abcdef/results"), log_path("/processes/dp-dbscan-spans")
+    ('/jobs/0123456789abcdef0123456789abcdef/results', '/processes/dp-dbscan-spans')
+    """
+    out = []
+    for seg in path.split("/"):
+        if seg and not _ID.match(seg) and (_SECRETISH.match(seg) or (is_token is not None and is_token(seg))):
+            seg = "<redacted>"
+        out.append(seg)
+    return "/".join(out).encode("unicode_escape", "replace").decode("ascii")[:300]
 
 
 class TooLarge(Exception):
@@ -63,9 +98,10 @@ class Guard:
 
     DRAIN_FACTOR = 16
 
-    def __init__(self, app, max_body_bytes):
+    def __init__(self, app, max_body_bytes, is_token=None):
         self.app = app
         self.max = max_body_bytes
+        self.is_token = is_token
 
     async def _drain(self, receive, msg, seen):
         while msg.get("more_body") and seen <= self.max * self.DRAIN_FACTOR:
@@ -79,8 +115,8 @@ class Guard:
         t0 = time.perf_counter()
         try:
             await self._handle(scope, receive, self._sender(scope, send, state), state)
-        finally:  # the access log: never the query string (a careless client may put a token there)
-            path = scope.get("path", "").encode("unicode_escape", "replace").decode("ascii")[:300]
+        finally:  # the access log: never the query string, nor a path segment that may be a token
+            path = log_path(scope.get("path", ""), self.is_token)
             ACCESS_LOG.info("%s %s %s %d %.0f ms", _client(scope), scope.get("method", "-"), path, state["status"],
                             1000 * (time.perf_counter() - t0))
 
@@ -112,8 +148,8 @@ class Guard:
         except Exception as exc:  # noqa: BLE001 - one line in the log, never a traceback
             if not state["started"]:
                 ref = uuid.uuid4().hex[:12]
-                LOG.error("unexpected error %s on %s %s: %s", ref, scope.get("method"), scope.get("path", "")[:300],
-                          type(exc).__name__)
+                LOG.error("unexpected error %s on %s %s: %s", ref, scope.get("method"),
+                          log_path(scope.get("path", ""), self.is_token), type(exc).__name__)
                 await send_json(send, 500, problem(500, DPGEO + "internal-error", "Internal server error",
                                                    f"something went wrong on the server (reference {ref})"))
 

@@ -38,8 +38,8 @@ import time
 from starlette.concurrency import run_in_threadpool
 
 from .jobs import BEFORE_NOISE, JobStore, charge_message
-from .releases import discard_release, pending_releases, publish_release
-from .worker import job_main, release_failed
+from .releases import discard_release, publish_release, unpublished_releases
+from .worker import LIMIT_TIME, job_main, release_failed
 
 __all__ = ["JobManager", "padded_seconds"]
 
@@ -68,13 +68,40 @@ def _charge_of(status) -> str:
     return {None: "none", "cancelled": "not charged", "reserved": "reserved"}.get(status, "spent, no release")
 
 
+#: The environment of the forkserver every worker comes from (unless the owner set them): one thread per numeric
+#: library and at most two malloc arenas, so that a worker's address-space cap ([limits] worker_memory_bytes)
+#: measures the memory it uses, not the stacks and arenas reserved by threads it does not need.
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
+
+
+class _worker_environment:
+    """Set :data:`WORKER_ENV` while the forkserver is started (it copies the environment), then restore."""
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in WORKER_ENV}
+        for k, v in WORKER_ENV.items():
+            os.environ.setdefault(k, v)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class JobManager:
     """Runs releases in worker processes, pads their time, records, publishes and settles them."""
 
-    def __init__(self, settings, store: JobStore, ledger):
+    def __init__(self, settings, store: JobStore, ledger, limits=None):
+        from .limits import Limits
+
         self.settings = settings
         self.store = store
         self.ledger = ledger
+        self.limits = limits or Limits()
+        #: Jobs stopped by a worker limit since the start, by limit ("time", "memory"): each is logged too.
+        self.limit_stops = {"time": 0, "memory": 0}
         self._ctx = None
         self._slots = None
         self._active = {}      # job_id -> analyst, from claim to answer
@@ -94,24 +121,34 @@ class JobManager:
                                         "dpgeo.server.processes", "dpgeo.server.releases"])
             from multiprocessing import forkserver
 
-            forkserver.ensure_running()
+            with _worker_environment():
+                forkserver.ensure_running()
         except ValueError:  # no forkserver on this platform
             ctx = multiprocessing.get_context("spawn")
         self._ctx = ctx
         self._slots = asyncio.Semaphore(self.settings.workers)
 
-    def stop(self, timeout=10.0):
-        """Stop: running jobs get ``timeout`` seconds, then are killed; the jobs left are closed as interrupted."""
+    def stop(self, timeout=0.5):
+        """Stop: running jobs get ``timeout`` seconds, then are killed; the jobs left are closed as interrupted
+        (their charges settled by their phase), and their files removed."""
         deadline = time.monotonic() + timeout
         procs = list(self._procs.values())
         for p in procs:
             p.join(max(0.0, deadline - time.monotonic()))
+        self.abort()
         for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+            p.join(5)
         self._ctx = None
         self.reconcile()
+
+    def abort(self):
+        """Kill every running worker now (safe in a signal handler: one ``kill`` per worker, nothing else)."""
+        for p in list(self._procs.values()):
+            try:
+                if p.pid is not None:
+                    os.kill(p.pid, 9)
+            except (ProcessLookupError, OSError):
+                pass
 
     # -- the queue -----------------------------------------------------------------------------------------------
 
@@ -209,8 +246,9 @@ class JobManager:
         if self._ctx is None:
             return {"ok": False, "log": f"not run (the server is stopping): job={job_id}", "error": release_failed()}
         recv, send = self._ctx.Pipe(duplex=False)
-        p = self._ctx.Process(target=job_main, args=(dict(spec, owner_log=self.settings.owner_log), send,
-                                                     os.getpid()), name=f"dpgeo-job-{job_id[:8]}", daemon=True)
+        spec = dict(spec, owner_log=self.settings.owner_log, worker_memory_bytes=self.limits.worker_memory_bytes)
+        p = self._ctx.Process(target=job_main, args=(spec, send, os.getpid()), name=f"dpgeo-job-{job_id[:8]}",
+                              daemon=True)
         try:
             p.start()
         finally:
@@ -223,13 +261,20 @@ class JobManager:
                 p.kill()
                 p.join(5)
                 raise
+            who = f"job={job_id} analyst={spec['analyst']} dataset={spec['dataset']['name']}"
             try:
+                if not recv.poll(self.limits.job_seconds):  # the time limit: the worker is stopped
+                    p.kill()
+                    p.join(5)
+                    return self._limit_stop("time", {
+                        "ok": False, "log": f"stopped at the time limit ({self.limits.job_seconds:g} s): {who}",
+                        "error": release_failed(LIMIT_TIME)})
                 out = recv.recv()  # EOFError: the process ended without answering
             except (EOFError, OSError):
                 p.join(5)
-                out = {"ok": False, "log": f"worker died (exit code {p.exitcode}): job={job_id} "
-                                           f"analyst={spec['analyst']} dataset={spec['dataset']['name']}",
-                       "error": release_failed()}
+                out = {"ok": False, "log": f"worker died (exit code {p.exitcode}): {who}", "error": release_failed()}
+            if out.get("limit"):
+                out = self._limit_stop(out["limit"], out)
             p.join(30)
             if p.is_alive():
                 p.kill()
@@ -238,6 +283,14 @@ class JobManager:
         finally:
             recv.close()
             self._procs.pop(job_id, None)
+
+    def _limit_stop(self, which, out) -> dict:
+        """Count a job stopped by a worker limit (the estimate accepted it: the limits are to be raised, or the
+        estimate fixed); the count is in the log line."""
+        self.limit_stops[which] = self.limit_stops.get(which, 0) + 1
+        LOG.error("job stopped by the %s limit (%d so far since the start): %s", which, self.limit_stops[which],
+                  out["log"])
+        return dict(out, limit=which)
 
     def settle(self, job_id, out) -> dict:
         """Record a job whose process has ended: published and completed, or failed with its charge settled."""
@@ -251,7 +304,10 @@ class JobManager:
         charge = self._close_charge(job.get("release_id"), job.get("phase"))
         if job.get("release_id"):
             discard_release(self.settings.releases, job["release_id"])
-        if self.store.finish(job_id, ok=False, error=out["error"], message=charge_message(charge), charge=charge):
+        message = charge_message(charge)
+        if out.get("limit"):
+            message = f"stopped by this server's {out['limit']} limit for one job; " + message
+        if self.store.finish(job_id, ok=False, error=out["error"], message=message, charge=charge):
             out = dict(out, log=f"{out['log']} (charge: {charge})")
         return out
 
@@ -296,8 +352,8 @@ class JobManager:
             except OSError as exc:
                 LOG.error("release %s could not be published (%s); retried at the next start", job["release_id"],
                           type(exc).__name__)
-        for rid in pending_releases(self.settings.releases):  # written by a job that did not succeed
-            job = self.store.by_release(rid)
+        for rid in unpublished_releases(self.settings.releases):  # files no settled job owns: a job that did not
+            job = self.store.by_release(rid)                       # succeed, or a worker killed while writing
             if job is None or job.get("phase") != "publishing":
                 discard_release(self.settings.releases, rid)
         remove_stale_temporaries(self.settings.releases)

@@ -32,8 +32,8 @@ import numpy as np
 
 from ..io.atomic import TMP_PREFIX
 
-__all__ = ["RELEASE_ID", "ReleaseStore", "discard_release", "file_headers", "pending_releases", "publish_release",
-           "release_midnight", "write_release"]
+__all__ = ["RELEASE_ID", "ReleaseStore", "TooLargeToPage", "discard_release", "file_headers", "pending_releases", "publish_release",
+           "release_midnight", "unpublished_releases", "write_release"]
 
 #: A release id: the ledger's 32 lowercase hex digits.
 RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -93,6 +93,10 @@ def write_release(folder, release_id, result, *, title, dataset, process_id, pri
     result.to_file(paths["geojson"])
     with open(paths["geojson"], encoding="utf-8") as f:
         fc = json.load(f)
+    from .items import ITEMS_SUFFIX, write_items
+
+    items = os.path.join(folder, f"{release_id}{ITEMS_SUFFIX}")  # the pages /items reads (never the whole layer)
+    write_items(items, fc.get("features", []))
     bbox = _bbox(fc.get("features", []))
     md = result.metadata
     if bbox is None:  # an empty release: its extent is the public study area
@@ -101,6 +105,7 @@ def write_release(folder, release_id, result, *, title, dataset, process_id, pri
     record = {"id": release_id, "title": title, "dataset": dataset, "process": process_id, "date": date,
               "private": bool(private), "n_features": len(fc.get("features", [])), "bbox": bbox,
               "files": {k: os.path.basename(v) for k, v in paths.items()}, "metadata": md}
+    del fc
     if series is not None:  # a series: its time span, and the series it belongs to (an append is its next version)
         record["series_id"] = series.get("series_id")
         record["interval"] = [series.get("period_start"), md.get("period_end")]
@@ -149,7 +154,9 @@ def discard_release(folder, release_id):
     """Remove the files of a release that was written but will not be published (its job failed)."""
     if not RELEASE_ID.match(release_id or "") or os.path.exists(os.path.join(folder, f"{release_id}.json")):
         return
-    for suffix in (PENDING, ".gpkg", ".geojson", ".html"):
+    from .items import ITEMS_SUFFIX
+
+    for suffix in (PENDING, ".gpkg", ".geojson", ".html", ITEMS_SUFFIX):
         try:
             os.unlink(os.path.join(folder, f"{release_id}{suffix}"))
         except FileNotFoundError:
@@ -163,6 +170,21 @@ def pending_releases(folder) -> list:
     except FileNotFoundError:
         return []
     return sorted(n[:-len(PENDING)] for n in names if n.endswith(PENDING) and RELEASE_ID.match(n[:-len(PENDING)]))
+
+
+def unpublished_releases(folder) -> list:
+    """Ids of the releases that have files in ``folder`` but no published record (written, pending or half
+    written by a job that did not succeed)."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    ids, published = set(), set()
+    for n in names:
+        rid = n[:32]
+        if len(n) > 32 and RELEASE_ID.match(rid) and n[32] == ".":
+            (published if n[32:] == ".json" else ids).add(rid)
+    return sorted(ids - published)
 
 
 def _study_area_bbox(domain):
@@ -184,6 +206,7 @@ def _bbox(features):
     if not features:
         return None
     geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in features if f.get("geometry")])
+    geoms = geoms[~shapely.is_empty(geoms)]
     if len(geoms) == 0:
         return None
     b = shapely.total_bounds(geoms)
@@ -191,22 +214,28 @@ def _bbox(features):
 
 
 class ReleaseStore:
-    """Reads the releases folder for the Features API (records and features cached by file time).
+    """Reads the releases folder for the Features API: records cached (bounded in bytes), features paged from
+    each release's items file (:mod:`dpgeo.server.items`), never held in memory.
 
     Parameters
     ----------
     folder : str
         The ``releases`` folder of the configuration.
-    cache_size : int
-        Releases whose features are kept in memory.
+    cache_bytes : int
+        Bytes of release records kept in memory (their JSON size); the least recently used go first.
     """
 
-    def __init__(self, folder, cache_size=32):
+    def __init__(self, folder, cache_bytes=64 * 2**20):
         self.folder = folder
-        self._records = {}          # id -> (mtime_ns, record)
-        self._features = OrderedDict()  # id -> ((mtime_ns, inode, size), features, bounds array)
-        self._cache_size = cache_size
+        self._records = OrderedDict()  # id -> (mtime_ns, record, size)
+        self._bytes = 0
+        self.cache_bytes = int(cache_bytes)
         self._lock = threading.Lock()
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of records held now (at most ``cache_bytes``)."""
+        return self._bytes
 
     def path(self, release_id, kind):
         """The file of a release (``kind`` from its record's files); None for a bad id."""
@@ -242,12 +271,13 @@ class ReleaseStore:
             return None
         p = os.path.join(self.folder, f"{release_id}.json")
         try:
-            mtime = os.stat(p).st_mtime_ns
+            st = os.stat(p)
         except FileNotFoundError:
             return None
         with self._lock:
             hit = self._records.get(release_id)
-            if hit and hit[0] == mtime:
+            if hit and hit[0] == st.st_mtime_ns:
+                self._records.move_to_end(release_id)
                 return hit[1]
         try:
             with open(p, encoding="utf-8") as f:
@@ -257,42 +287,41 @@ class ReleaseStore:
         if not isinstance(rec, dict) or rec.get("id") != release_id:
             return None
         with self._lock:
-            self._records[release_id] = (mtime, rec)
+            old = self._records.pop(release_id, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if st.st_size <= self.cache_bytes:
+                self._records[release_id] = (st.st_mtime_ns, rec, st.st_size)
+                self._bytes += st.st_size
+            while self._bytes > self.cache_bytes and self._records:
+                self._bytes -= self._records.popitem(last=False)[1][2]
         return rec
 
-    def features(self, release_id):
-        """``(features, bounds)`` of a release: GeoJSON feature dicts with ids, and an (n, 4) bounds array; None when
-        the release or its GeoJSON file is missing (callers answer 404)."""
-        p = self.path(release_id, "geojson")
-        if p is None:
-            return None
-        try:
-            st = os.stat(p)
-        except FileNotFoundError:
-            return None
-        mtime = (st.st_mtime_ns, st.st_ino, st.st_size)  # (every release file has its day's midnight as mtime)
-        with self._lock:
-            hit = self._features.get(release_id)
-            if hit and hit[0] == mtime:
-                self._features.move_to_end(release_id)
-                return hit[1], hit[2]
-        import shapely
+    def items(self, release_id):
+        """The path of a release's items file (:mod:`dpgeo.server.items`); None when the release or its GeoJSON
+        is missing (callers answer 404).
 
-        with open(p, encoding="utf-8") as f:
-            fc = json.load(f)
-        feats = []
-        for i, feat in enumerate(fc.get("features", [])):
-            props = feat.get("properties") or {}
-            # a series repeats a cluster's id in every period: its features are numbered instead
-            fid = i + 1 if "period" in props else props.get("cluster_id", i + 1)
-            feats.append({"type": "Feature", "id": int(fid), "geometry": feat.get("geometry"), "properties": props})
-        if feats:
-            geoms = shapely.from_geojson([json.dumps(f["geometry"]) for f in feats])
-            bounds = shapely.bounds(geoms)
-        else:
-            bounds = np.zeros((0, 4))
-        with self._lock:
-            self._features[release_id] = (mtime, feats, bounds)
-            while len(self._features) > self._cache_size:
-                self._features.popitem(last=False)
-        return feats, bounds
+        A release published before items files existed gets one, made from its GeoJSON once, if that file is
+        small enough to read (``cache_bytes``); otherwise :class:`TooLargeToPage` is raised.
+        """
+        from .items import ITEMS_SUFFIX, write_items
+
+        rec = self.get(release_id)
+        if rec is None:
+            return None
+        p = os.path.join(self.folder, f"{release_id}{ITEMS_SUFFIX}")  # (the server's index: not a download)
+        if os.path.exists(p):
+            return p
+        src = self.path(release_id, "geojson")
+        if src is None or not os.path.exists(src):
+            return None
+        if os.path.getsize(src) > self.cache_bytes:
+            raise TooLargeToPage(release_id)
+        with open(src, encoding="utf-8") as f:
+            features = json.load(f).get("features", [])
+        write_items(p, features)
+        return p
+
+
+class TooLargeToPage(Exception):
+    """A release without an items file whose GeoJSON is too large to read in the server."""

@@ -44,7 +44,10 @@ class Service:
     def __init__(self, config: ServerConfig):
         from ..budget import Ledger
 
+        from .limits import Limits
+
         self.config = config
+        self.limits = config.limits or Limits()
         s = config.server
         self.settings = s
         self.auth = Authenticator({a.name: a.token_sha256 for a in config.analysts.values()})
@@ -52,9 +55,9 @@ class Service:
         self.executions = RateLimiter(s.executions_per_minute)
         self.ledger = Ledger(s.ledger)
         self.jobs = JobStore(s.jobs)
-        self.manager = JobManager(s, self.jobs, self.ledger)
+        self.manager = JobManager(s, self.jobs, self.ledger, self.limits)
         os.makedirs(s.releases, exist_ok=True)
-        self.releases = ReleaseStore(s.releases)
+        self.releases = ReleaseStore(s.releases, self.limits.release_cache_bytes)
 
     def startup(self):
         """The configuration's totals into the ledger; the job records; the job manager (which settles what a

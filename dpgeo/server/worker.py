@@ -34,7 +34,7 @@ from ..errors import LedgerError
 from .jobs import JobStore, _now
 from .problems import DPGEO, budget_problem, problem
 
-__all__ = ["JobLedger", "die_with", "execute_release", "init_worker", "job_main"]
+__all__ = ["JobLedger", "cap_memory", "die_with", "execute_release", "init_worker", "job_main"]
 
 _OWNER_LOG = "dpgeo.owner"
 #: prctl(2) option: the signal this process gets when its parent dies (Linux).
@@ -62,6 +62,28 @@ def die_with(server_pid: int):
         except (OSError, AttributeError):
             pass
     threading.Thread(target=_watch, args=(int(server_pid),), name="dpgeo-server-watch", daemon=True).start()
+
+
+def cap_memory(extra_bytes: int):
+    """Cap this process's address space at what it holds now plus ``extra_bytes`` (``RLIMIT_AS``; 0: no cap).
+
+    Counted from the worker's own size at start (the libraries it was forked with), so that the cap is what one
+    job may add: an allocation beyond it fails with MemoryError in this process alone, never in the server.
+    """
+    if not extra_bytes:
+        return
+    try:
+        import resource
+
+        with open("/proc/self/statm", encoding="ascii") as f:
+            size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = size + int(extra_bytes)
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, OSError, ValueError):  # not Linux: the job time limit still holds
+        pass
 
 
 def _release_forkserver():
@@ -123,6 +145,7 @@ def init_worker(owner_log):
 def job_main(spec, conn, server_pid):
     """A job's process: die with the server, run the release, send the answer, exit."""
     die_with(server_pid)
+    cap_memory(spec.get("worker_memory_bytes") or 0)
     init_worker(spec.get("owner_log"))
     out = execute_release(spec)
     try:
@@ -202,7 +225,7 @@ def execute_release(spec: dict) -> dict:
     """
     from ..budget import format_exact
     from ..counting.inputs import PointFile
-    from ..errors import BudgetExceededError, DataError, DpgeoError
+    from ..errors import BudgetExceededError, DataError, DpgeoError, ParameterError
     from .processes import PROCESSES
     from .releases import write_release
 
@@ -216,6 +239,8 @@ def execute_release(spec: dict) -> dict:
         if not store.mark_running(job_id):
             return _closed(who)
         points = PointFile(dataset["path"], **dataset["read"])  # read by the pipeline, after the charge
+        if spec.get("worker_memory_bytes"):  # the library's own memory plan, checked before the charge, uses the cap
+            dataset = dict(dataset, max_memory_bytes=spec["worker_memory_bytes"])
         if params.get("append"):  # the series continued: its published GeoPackage (DP output)
             import os
 
@@ -232,13 +257,18 @@ def execute_release(spec: dict) -> dict:
         return {"ok": False, "log": f"refused (budget): {who} left={format_exact(exc.left_epsilon)}",
                 "error": budget_problem(dataset=exc.dataset, requested=exc.requested_epsilon, total=exc.total_epsilon,
                                         spent=exc.spent_epsilon, left=exc.left_epsilon)}
-    except LedgerError as exc:
-        if rid is None and store_phase(store, job_id) in (None, "reserving"):
+    except (ParameterError, LedgerError) as exc:
+        refused = _refused_before_reading(store, job_id, exc, ParameterError, DataError)
+        if refused is not None:
+            return dict(refused, log=f"refused ({type(exc).__name__}): {who}: {refused['error']['detail']}")
+        if isinstance(exc, LedgerError) and rid is None and store_phase(store, job_id) in (None, "reserving"):
             return {"ok": False, "log": f"ledger unavailable: {who}: {exc}",
                     "error": problem(503, DPGEO + "ledger-unavailable", "Ledger unavailable",
                                      "the privacy-budget ledger cannot be used right now; if the release had not "
                                      "started, nothing was charged. Try again later")}
         return _failed(job_id, who, phase, exc, DpgeoError, DataError)
+    except MemoryError as exc:  # the worker's memory cap ([limits] worker_memory_bytes)
+        return _failed(job_id, who, phase, exc, DpgeoError, DataError, extra=LIMIT_MEMORY)
     except BaseException as exc:  # noqa: BLE001 - the worker answers, never raises
         return _failed(job_id, who, phase, exc, DpgeoError, DataError)
     return {"ok": True, "release_id": rid, "outputs": paths, "log": f"release: {who}"}
@@ -257,12 +287,39 @@ def _closed(who):
             "error": problem(500, DPGEO + "release-failed", "Release failed", "this job was closed before it ran")}
 
 
-def _failed(job_id, who, phase, exc, DpgeoError, DataError):
+def _failed(job_id, who, phase, exc, DpgeoError, DataError, extra=""):
     """The answer to a release that failed: generic for the analyst; the class (or a configuration error) logged."""
     _owner("job %s (%s, phase %s) failed:\n%s", job_id, who, phase, traceback.format_exc())
     # the service log gets the text of configuration errors only, never of anything that may quote the data
     text = str(exc) if isinstance(exc, DpgeoError) and not isinstance(exc, DataError) else type(exc).__name__
-    return {"ok": False, "log": f"failed in {phase}: {who}: {text}", "error": release_failed()}
+    return {"ok": False, "log": f"failed in {phase}: {who}: {text}" + (" [limit: memory]" if extra else ""),
+            "error": release_failed(extra), "limit": "memory" if extra else None}
+
+
+#: What the analyst is told of a job stopped by the worker's memory cap.
+LIMIT_MEMORY = (" It needed more memory than this server allows one job ([limits] worker_memory_bytes); a smaller "
+                "request (larger cells, fewer periods) fits.")
+#: What the analyst is told of a job stopped by the time limit.
+LIMIT_TIME = (" It ran longer than this server allows one job ([limits] job_seconds); a smaller request (larger "
+              "cells, fewer periods) is faster.")
+
+
+def _refused_before_reading(store, job_id, exc, ParameterError, DataError):
+    """A 400 answer for a refusal made before any record was read (the job never reached ``reading``): it is
+    about the request, the earlier series or the ledger — public facts — so its reason is told. None otherwise."""
+    if isinstance(exc, DataError) or store_phase(store, job_id) not in (None, "reserving"):
+        return None
+    text = str(exc)
+    if "was closed by the server" in text:
+        return None
+    return {"ok": False, "error": problem(400, DPGEO + "invalid-parameter", "Invalid parameter", _no_paths(text))}
+
+
+def _no_paths(text) -> str:
+    """A message without the server's file paths (a ledger or a series file may be named in it)."""
+    import re
+
+    return re.sub(r"(?<![\w.])/[^\s'\"]+", "<file>", text)
 
 
 def release_failed(extra=""):

@@ -179,18 +179,18 @@ def test_inputs_are_checked_against_their_bounds_before_any_work(svc):
         ({"dataset": "stops", "epsilon": True, "radius_m": 300, "min_points": 40}, "must be a number"),
         ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 1.5}, "must be an integer"),
         ({"dataset": "stops", "epsilon": 1, "radius_m": 300}, "both radius_m and min_points, or neither"),
-        ({"dataset": "stops", "epsilon": 1, "radius_m": 0.01, "min_points": 40}, "cells"),  # grid memory bound
+        ({"dataset": "stops", "epsilon": 1, "radius_m": 0.01, "min_points": 40}, "[limits] max_cells"),  # 413
         ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 40, "seed": 1}, "unknown input 'seed'"),
         ({"dataset": "stops", "epsilon": 1, "radius_m": 300, "min_points": 40, "gamma": "float"}, "one of"),
         ({"dataset": "stops", "epsilon": {"href": "file:///etc/passwd"}, "radius_m": 300, "min_points": 40},
          "by reference"),
     ]
-    for inputs, message in bad:
-        doc = is_problem(c.execute("dp-dbscan-spans", inputs), 400)
+    for inputs, message in bad:  # a request over the server's cost limits is a 413 that names the limit
+        doc = is_problem(c.execute("dp-dbscan-spans", inputs), 413 if "[limits]" in message else 400)
         assert message in doc["detail"], (inputs, doc)
     wc = is_problem(c.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 1}), 400)
     assert "exactly one of" in wc["detail"]
-    wc = is_problem(c.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 1, "cell_m": 0.5}), 400)
+    wc = is_problem(c.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 1, "cell_m": 0.5}), 413)
     assert "cells" in wc["detail"]
     assert is_problem(c.execute("dp-wavecluster", {"dataset": "stops", "epsilon": 1, "grid_size": 64,
                                                    "method": "exact"}), 400)
@@ -353,13 +353,15 @@ def test_async_job_belongs_to_its_analyst(svc):
 
 
 def test_a_release_whose_geojson_is_gone_is_a_404_not_a_500(svc):
-    """A published release whose GeoJSON file has gone (removed by hand, a partial restore): its items, one item and
-    its job's results are answered 404 with an exception document, as a missing release."""
+    """A published release whose feature files have gone (its GeoJSON and the items file paged from it, removed by
+    hand, a partial restore): its items, one item and its job's results are answered 404 with an exception
+    document, as a missing release. With its GeoJSON back, the items file is made again from it."""
     alice, anon = client(svc, "alice"), client(svc)
     rid = alice.get(f"/jobs/{svc['job']}/results").json()["release"]["id"]
     geojson = svc["dir"] / "releases" / f"{rid}.geojson"
     aside = geojson.with_name(geojson.name + ".aside")
     geojson.rename(aside)
+    (svc["dir"] / "releases" / f"{rid}.items.sqlite").unlink()
     try:
         for path in (f"/collections/{rid}/items", f"/collections/{rid}/items/1"):
             assert is_problem(anon.get(path), 404)["type"].endswith("not-found"), path
@@ -367,6 +369,7 @@ def test_a_release_whose_geojson_is_gone_is_a_404_not_a_500(svc):
     finally:
         aside.rename(geojson)
     assert anon.get(f"/collections/{rid}/items").status_code == 200
+    assert (svc["dir"] / "releases" / f"{rid}.items.sqlite").exists()
 
 
 def test_dp_kmeans_release(svc):
@@ -405,11 +408,13 @@ def test_heat_and_hotspot_releases(svc):
     assert "max_dense_cells" not in d["inputs"] and "seed" not in d["inputs"]
     base = {"dataset": "hx", "epsilon": 0.25}
     for bad, word in (({"cell_m": 200, "h3_resolution": 8}, "at most one"),
-                      ({"h3_resolution": 16}, "<= 15"), ({"h3_resolution": 15}, "this server allows at most"),
+                      ({"h3_resolution": 16}, "<= 15"),
                       ({"cell_m": 200, "bands": 0}, ">= 1"), ({"cell_m": 200, "bands": 3, "histogram": "sparse"},
                                                               "dense release")):
         doc = is_problem(hana.execute("dp-heat", {**base, **bad}), 400)
         assert word in doc["detail"], (bad, doc)
+    assert "this server allows at most" in is_problem(hana.execute("dp-heat", {**base, "h3_resolution": 15}),
+                                                      413)["detail"]
     r = hana.execute("dp-heat", {**base, "h3_resolution": 8})
     assert r.status_code == 200, r.text
     md = r.json()["release"]["metadata"]

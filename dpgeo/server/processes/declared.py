@@ -2,9 +2,10 @@
 
 The process description's inputs are the declared parameters offered on the
 service (their JSON Schema, title and help), beside the dataset, ε and an
-optional title; :meth:`DeclaredProcess.check` runs the same public plan as a
-release would (grid, memory, noise bounds) on the dataset's public study area,
-after the service's own bound on the number of cells; :meth:`DeclaredProcess.run`
+optional title; :meth:`DeclaredProcess.check` checks the parameters and the
+series in the request, in O(1) of the study area (the request's cost is
+checked before, :mod:`dpgeo.server.limits`); the grid and the rest of the
+public plan are made in the worker, before the charge; :meth:`DeclaredProcess.run`
 is the one release pipeline in unattended mode, charged to the dataset.
 """
 
@@ -123,12 +124,10 @@ class DeclaredProcess(Process):
         cell_m = mech.cell_width(dataset.area, p)
         if cell_m is not None:
             check_grid_size(dataset.area, cell_m, settings.max_grid_cells, mech.cell_option)
-        if mech.reads is None:
+        if mech.reads is None:  # a preview: its grid is within the cost limits, checked before
             out = mech.preview(dataset.area, p, contribution(sensitivity=dataset.sensitivity))
-        else:
-            _, _, setup = public_plan(mech, values, dataset.area, epsilon=params["epsilon"],
-                                      sensitivity=dataset.sensitivity)
-            out = {}
+        else:  # a release's cell set is built in its worker only, and planned there before the charge (whose
+            out = {}  # refusals are answered 400 like these): never listed in the server's process
         with _cache_lock:
             _cache[key] = out
             while len(_cache) > PREVIEW_CACHE_SIZE:
@@ -208,7 +207,7 @@ class DeclaredProcess(Process):
             "crs": dataset["crs"], "sensitivity": dataset["max_points_per_record"], "person": dataset["person"],
             "max_points_per_person": dataset["max_points_per_person"], "unattended": True,
             "dataset": DatasetChoice(dataset["name"], dataset["name"]), "ledger": ledger, "analyst": analyst,
-            "progress": progress})
+            "progress": progress, "max_memory_bytes": dataset.get("max_memory_bytes")})
 
     def release_title(self, params, dataset_title):
         from ...declare import Values

@@ -7,8 +7,10 @@ release that does not exist.
 
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ParameterError
@@ -20,11 +22,12 @@ from ..features import (
     items_document,
     parse_items_query,
 )
-from ..problems import ApiError
+from ..items import items_page, one_item
+from ..problems import DPGEO, ApiError
 from ..releases import RELEASE_ID, file_headers
 from ..service import JSON, json_response, service
 
-__all__ = ["router"]
+__all__ = ["release_items", "router"]
 
 router = APIRouter()
 
@@ -36,9 +39,16 @@ def _release_record(svc, request, cid):
     return rec
 
 
-def _release_features(svc, cid):
-    """A release's features and bounds; a release whose GeoJSON is gone is answered as a missing one."""
-    found = svc.releases.features(cid)
+def release_items(svc, cid):
+    """A release's items file; a release whose features are gone is answered as a missing one."""
+    from ..releases import TooLargeToPage
+
+    try:
+        found = svc.releases.items(cid)
+    except TooLargeToPage:
+        raise ApiError(503, DPGEO + "too-large-to-page", "Release too large to page",
+                       "this release was published before its features could be paged; download its files "
+                       "(links of the collection) instead") from None
     if found is None:
         raise ApiError.not_found("collection")
     return found
@@ -78,21 +88,25 @@ async def items(cid: str, request: Request):
         query = parse_items_query(dict(request.query_params))
     except ParameterError as exc:
         raise ApiError.invalid(str(exc)) from None
-    feats, bounds = await run_in_threadpool(_release_features, svc, cid)
-    doc = await run_in_threadpool(items_document, rec, feats, bounds, query, svc.base(request), str(request.url))
-    return json_response(doc, media_type=GEOJSON, headers={"Content-Crs": f"<{CRS84}>"})
+    path = await run_in_threadpool(release_items, svc, cid)
+    docs, matched = await run_in_threadpool(items_page, path, bbox=query["bbox"], interval=query.get("datetime"),
+                                            limit=query["limit"], offset=query["offset"])
+    text = items_document(rec, docs, matched, query, svc.base(request))
+    return Response(text.encode("utf-8"), media_type=GEOJSON, headers={"Content-Crs": f"<{CRS84}>"})
 
 
 @router.get("/collections/{cid}/items/{fid}")
 async def item(cid: str, fid: str, request: Request):
     svc = service(request)
     rec = await run_in_threadpool(_release_record, svc, request, cid)
-    feats, _ = await run_in_threadpool(_release_features, svc, cid)
-    for f in feats:
-        if str(f["id"]) == fid:
-            return json_response(item_document(rec, f, svc.base(request)), media_type=GEOJSON,
-                                 headers={"Content-Crs": f"<{CRS84}>"})
-    raise ApiError.not_found("feature")
+    path = await run_in_threadpool(release_items, svc, cid)
+    doc = None
+    if fid.isdigit() and len(fid) < 19 and str(int(fid)) == fid:
+        doc = await run_in_threadpool(one_item, path, int(fid))
+    if doc is None:
+        raise ApiError.not_found("feature")
+    return json_response(item_document(rec, json.loads(doc), svc.base(request)), media_type=GEOJSON,
+                         headers={"Content-Crs": f"<{CRS84}>"})
 
 
 @router.get("/collections/{cid}/map")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ...errors import ParameterError
@@ -72,19 +75,41 @@ def results_response(svc, job, base, headers=None, raw=False):
     if rec is None:
         raise gone
     outputs = job.get("outputs")
-    results = {}
-    if outputs is None or "release" in outputs:
-        results["release"] = release_summary(rec, base)
-    if outputs is None or "layer" in outputs:
-        found = svc.releases.features(rec["id"])
-        if found is None:  # its GeoJSON is gone: answered like a release no longer published
-            raise gone
-        feats, _ = found
-        results["layer"] = {"type": "FeatureCollection", "features": feats, "dpgeo": rec["metadata"]}
-    if raw and len(results) == 1:
-        key, value = next(iter(results.items()))
-        return json_response(value, 200, headers, GEOJSON if key == "layer" else JSON)
-    return json_response(results, 200, headers)
+    summary = release_summary(rec, base) if outputs is None or "release" in outputs else None
+    if outputs is not None and "layer" not in outputs:
+        return json_response(summary if raw else {"release": summary}, 200, headers)
+    from .features import release_items
+
+    try:
+        path = release_items(svc, rec["id"])
+    except ApiError as exc:
+        if exc.status == 404:  # its features are gone: answered like a release no longer published
+            raise gone from None
+        raise
+    return StreamingResponse(_layer_body(path, rec, summary, raw), 200, headers,
+                             media_type=GEOJSON if raw else JSON)
+
+
+def _layer_body(path, rec, summary, raw):
+    """The results with the layer, streamed from the release's items file (never the whole layer in memory)."""
+    from ..items import iter_items
+
+    def dumps(v):
+        return json.dumps(v, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+    head = '{"type":"FeatureCollection","features":['
+    if not raw:
+        head = '{' + (f'"release":{dumps(summary)},' if summary is not None else "") + '"layer":' + head
+    yield head.encode("utf-8")
+    first, batch = True, []
+    for doc in iter_items(path):
+        batch.append(doc if first else "," + doc)
+        first = False
+        if len(batch) >= 256:
+            yield "".join(batch).encode("utf-8")
+            batch = []
+    tail = "".join(batch) + '],"dpgeo":' + dumps(rec["metadata"]) + "}" + ("" if raw else "}")
+    yield tail.encode("utf-8")
 
 
 def release_summary(rec, base):

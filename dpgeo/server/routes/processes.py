@@ -66,6 +66,7 @@ async def execute(pid: str, request: Request):
     except ParameterError as exc:
         raise ApiError.invalid(str(exc)) from None
     ds = svc.dataset_for(analyst, params.get("dataset"))
+    _check_cost(svc, p, analyst, params, ds)  # O(1), before the job limit, the budget and any charge
     outputs = _requested_outputs(body.get("outputs"), p)
     raw = _response_mode(body.get("response"), outputs, p)
     if "epsilon" in params:
@@ -189,6 +190,20 @@ def _response_mode(mode, outputs, p):
     if n != 1:
         raise ApiError.invalid("response 'raw' needs exactly one output: name it in 'outputs'")
     return True
+
+
+def _check_cost(svc, p, analyst, params, ds):
+    """Refuse (413) a request whose estimated cost is beyond the server's ``[limits]``: from the request alone."""
+    from ..limits import check_cost, request_cost
+
+    try:
+        cost = request_cost(p, params, ds)
+    except ParameterError as exc:
+        raise ApiError.invalid(str(exc)) from None
+    over = check_cost(cost, svc.limits)
+    if over is not None:
+        LOG.info("refused (limits): analyst=%s dataset=%s process=%s %s", analyst, ds.name, p.id, over[0])
+        raise ApiError(413, DPGEO + "over-limit", "Request over this server's limits", over[1])
 
 
 def _check_epsilon_cap(epsilon, ds):
