@@ -59,6 +59,7 @@ from .resolution import (
 )
 
 __all__ = [
+    "AUTO_MAX_HEAT_CELLS",
     "FINE_H3_CELLS",
     "HEAT_POINTS_PER_NOISE_SD",
     "HOTSPOT_POINTS_PER_NOISE_SD",
@@ -76,6 +77,9 @@ __all__ = [
 HEAT_POINTS_PER_NOISE_SD = 2.0
 #: ``ρ`` of a hot-spot layer.
 HOTSPOT_POINTS_PER_NOISE_SD = 100.0
+#: The most cells a layer without a cell size may choose (a heat map of more cells is not read cell by cell, and
+#: the service can then bound the layer's size before it accepts the request).
+AUTO_MAX_HEAT_CELLS = 1 << 17
 #: The fewest cells a layer without a cell size is made of (a 4 × 4 map): fewer points than that many noise
 #: standard deviations still get a map, each cell with its (then wide) interval.
 MIN_AUTO_CELLS = 16

@@ -23,6 +23,7 @@ from ..histogram import (
 )
 from ..mechanisms.heat import cell_hotspots, count_layer, density_bands
 from ..mechanisms.heat_cells import (
+    AUTO_MAX_HEAT_CELLS,
     FINE_H3_CELLS,
     HEAT_POINTS_PER_NOISE_SD,
     HOTSPOT_POINTS_PER_NOISE_SD,
@@ -52,7 +53,7 @@ _CLAMP = ("dp_count is the released noisy count clamped at 0 (post-processing; d
 MAX_NEIGHBOURHOOD_CELLS = 40_000
 #: Hot spots with a radius and no cell size: the cells are kept wide enough that all neighbourhoods together
 #: hold at most this many (cell, neighbour) pairs.
-MAX_NEIGHBOURHOOD_PAIRS = 1 << 26
+MAX_NEIGHBOURHOOD_PAIRS = 1 << 24
 
 #: Default σ of the bands' smoothing kernel, in cell widths (H3: centre spacings). A convention (about the
 #: cells' own scale), not tuned.
@@ -145,11 +146,25 @@ def _h3(p) -> bool:
 
 
 def _auto_cap(p, need_dense) -> int:
-    """The most cells a run without a cell size may choose (public): a dense release's limit where every count
-    is needed, else the cap of spans without a radius."""
-    from ..mechanisms.resolution import AUTO_MAX_CELLS
+    """The most cells a run without a cell size may choose (public): :data:`AUTO_MAX_HEAT_CELLS`, and at most the
+    dense release's limit (``need_dense``: bands and hot spots need every count; a heat layer below the cap is
+    always dense)."""
+    return min(int(p.max_dense_cells), AUTO_MAX_HEAT_CELLS)
 
-    return min(int(p.max_dense_cells), AUTO_MAX_CELLS) if need_dense else AUTO_MAX_CELLS
+
+def _cost_params(area, p, need_dense):
+    """``p`` with the cells a run without a cell size could choose at its finest (the service's worst case)."""
+    if not is_auto_cells(p):
+        return p
+    from ..h3cells import h3_cells_estimate
+
+    cap = _auto_cap(p, need_dense)
+    q = type(p)(p)
+    if p.get("cells") == "h3":
+        q["h3_resolution"] = max([r for r in range(16) if h3_cells_estimate(area, r) <= cap] or [0])
+    else:
+        q["cell_m"] = _finest_auto_width(area, cap)
+    return q
 
 
 def _finest_auto_width(area, cap) -> float:
@@ -384,7 +399,8 @@ class _CellsMechanism(Mechanism):
     def cost(self, area, p, c):
         from ..costs import bands_cost, heat_cost
 
-        return bands_cost(area, p, self.cell_width(area, p)) if p.get("bands") else heat_cost(area, p)
+        q = _cost_params(area, p, self._needs_dense(p))
+        return bands_cost(area, q, self.cell_width(area, q)) if p.get("bands") else heat_cost(area, q)
 
 
 class HeatMechanism(_CellsMechanism):
@@ -555,7 +571,10 @@ examples:
     def cost(self, area, p, c):
         from ..costs import hotspots_cost
 
-        return hotspots_cost(area, p)
+        q = _cost_params(area, p, True)
+        if is_auto_cells(p) and not _h3(p) and p.get("radius_m") is not None:  # cells no narrower than its bound
+            q["cell_m"] = max(q["cell_m"], self._factor_bounds(area, p)[0] * fine_width(area))
+        return hotspots_cost(area, q)
 
     def grid(self, area, p, c, max_memory_bytes=None):
         if is_auto_cells(p) and not _h3(p):
