@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["study_area_outline", "map_heading"]
+__all__ = ["study_area_outline", "map_heading", "place_labels"]
 
 #: Typographic points per millimetre (outline widths are given in millimetres).
 _PT_PER_MM = 72 / 25.4
@@ -104,3 +104,35 @@ def map_heading(metadata, title=None) -> str:
         if title.strip():
             return title.strip()
     return str((metadata or {}).get("mechanism") or "dpgeo cluster map")
+
+
+def place_labels(xy, widths, height, priority) -> dict:
+    """Where labels go so that none overlaps another: ``{label number: (dx, dy)}``, the others dropped.
+
+    The labels are placed in order of ``priority`` (the highest count first):
+    each at its point if that place is free, else just above, below, right or
+    left of it, else not at all. All lengths in one unit (points on the page).
+
+    Examples
+    --------
+    >>> place_labels([[0, 0], [2, 0], [50, 0]], [10, 10, 10], 4, [7, 9, 1])
+    {1: (0.0, 0.0), 0: (0.0, 4.0), 2: (0.0, 0.0)}
+    """
+    xy = np.asarray(xy, dtype=float).reshape(-1, 2)
+    wd = np.asarray(widths, dtype=float).ravel()
+    order = np.argsort(-np.asarray(priority, dtype=float), kind="stable")
+    boxes = np.zeros((0, 4))  # x0, y0, x1, y1 of the labels placed
+    placed = {}
+    for k in order.tolist():  # one step per label (at most a few hundred)
+        if not np.isfinite(xy[k]).all():
+            continue
+        hw, hh = wd[k] / 2, height / 2
+        for dx, dy in ((0.0, 0.0), (0.0, height), (0.0, -height), (wd[k], 0.0), (-wd[k], 0.0)):
+            x, y = xy[k, 0] + dx, xy[k, 1] + dy
+            box = np.array([x - hw, y - hh, x + hw, y + hh])
+            if not len(boxes) or not ((boxes[:, 0] < box[2]) & (box[0] < boxes[:, 2]) & (boxes[:, 1] < box[3])
+                                      & (box[1] < boxes[:, 3])).any():
+                boxes = np.vstack([boxes, box])
+                placed[k] = (float(dx), float(dy))
+                break
+    return placed

@@ -54,7 +54,8 @@ def series_figure(gdf, metadata, crs, width_in, title):
     total_h = fig.get_figheight()
     ids_all = layer["cluster_id"].to_numpy() if "cluster_id" in layer and len(layer) else np.zeros(0, int)
     uniq = np.unique(ids_all)
-    colour = dict(zip(uniq.tolist(), palette.colour_index(uniq).tolist())) if uniq.size else {}
+    idx_all = palette.colour_index(ids_all, np.asarray(layer.geometry.values)) if uniq.size else []
+    colour = dict(zip(ids_all.tolist(), np.asarray(idx_all).tolist()))  # one colour per cluster; neighbours differ
     value = "dp_total" if "dp_total" in layer else "dp_count"
     width_pt = palette.OUTLINE_WIDTH_MM * _PT_PER_MM
     pad = 0.03 * max(w, h)

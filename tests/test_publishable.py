@@ -1,0 +1,108 @@
+"""Outputs a city could publish as they come: count classes chosen on the release (clear of the noise, the peak
+on top), neighbours in different colours, labels that never run together, legends that count right — in the
+PNG and the HTML (the QGIS style: tests/qgis/test_gpkg_styles_qgis.py; the page in Chromium: tests/test_webmap.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+
+import geopandas as gpd
+import numpy as np
+import pytest
+import shapely
+
+from helpers import SAMPLE_AREA, SAMPLE_POINTS
+
+import dpgeo
+from dpgeo.io import palette
+from dpgeo.io.html import html_document
+
+MD = {"mechanism": "test layer", "differentially_private": True, "epsilon": 1.0}
+
+
+@pytest.fixture(scope="module")
+def sample_heat():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dpgeo.heat(str(SAMPLE_POINTS), epsilon=1.0, h3_resolution=9, domain=str(SAMPLE_AREA))
+
+
+def test_sample_heat_classes_show_the_peak_clear_of_the_noise(sample_heat):
+    """The sample's H3 heat layer: five classes, the lowest the counts within the noise of an empty cell, the top
+    one a few cells holding the peak (not "31–993" beside a quiet street), every limit at least the noise's
+    interval above the one below."""
+    layer = sample_heat.layer
+    counts = layer["dp_count"].to_numpy()
+    h = palette.count_noise_halfwidth(layer)
+    assert h > 0
+    c = palette.count_classes(counts, noise_halfwidth=h)
+    assert len(c.lower) == 5, c
+    assert c.upper[0] == int(h)  # lowest class: within the noise of 0
+    assert c.upper[-1] == counts.max() and (counts >= c.lower[-1]).sum() <= 0.05 * counts.size  # the peak alone
+    assert (np.diff(c.lower[1:]) >= 2 * h).all()  # every limit clear of the noise
+    assert "no privacy cost" in c.note
+    fills, _, idx, legend, title, note = palette.layer_style(layer, sample_heat.metadata)
+    assert int(idx[np.argmax(counts)]) == len(palette.SEQUENTIAL_COLOURS) - 1  # the peak in the darkest colour
+    assert len(legend) == 5 and note == c.note
+
+
+def test_fewer_classes_only_with_the_reason():
+    counts = [0, 2, 3, 5, 6, 8, 9, 11, 14, 15]
+    c = palette.count_classes(counts, noise_halfwidth=5)  # a wide noise: limits merge
+    assert len(c.lower) < 5 and "not 5" in c.note and "noise (±5)" in c.note
+    assert (np.diff(c.lower[1:]) >= 10).all()
+    c = palette.count_classes([0, 0, 4])  # no noise, but two values above zero
+    assert len(c.lower) < 5 and "too few values" in c.note
+    assert palette.band_note({"bands_requested": 5}, 3).startswith("3 bands, not 5: the noise")
+
+
+def _row(n, size=100.0, gap=0.0):
+    return gpd.GeoSeries([shapely.box(i * (size + gap), 0, i * (size + gap) + size, size) for i in range(n)],
+                         crs=32615)
+
+
+def _clusters(n, **kw):
+    return gpd.GeoDataFrame({"cluster_id": np.arange(1, n + 1), "dp_count": 700 + np.arange(n) * 37 % 300,
+                             "dp_count_low": 600, "dp_count_high": 1100}, geometry=_row(n, **kw))
+
+
+def test_touching_clusters_never_share_a_colour_in_html_and_png():
+    """Colours by rank repeated every 12, so clusters 1 and 13 of a row of touching clusters shared one."""
+    from dpgeo.io.png import _figure
+
+    g = _clusters(33)
+    page = html_document(g, MD, basemap="none")
+    cfg = json.loads(re.search(r'id="dpgeo-config">(.*?)</script>', page, re.S).group(1))
+    colour = cfg["colourOf"]
+    assert all(colour[str(i)] != colour[str(i + 1)] for i in range(1, 33))
+    assert len(set(colour.values())) > 3  # the palette is spread, not two colours alternating
+    fig = _figure(g, MD, None, 10.0, None)
+    faces = [tuple(p.get_facecolor()) for p in fig.axes[0].patches][:33]
+    assert all(faces[i] != faces[i + 1] for i in range(32))
+
+
+def test_legends_count_what_they_leave_out():
+    from dpgeo.io.png import MAX_LEGEND_ROWS as PNG_ROWS, _figure
+    from dpgeo.io.html import MAX_LEGEND_ROWS as HTML_ROWS
+
+    g = _clusters(33)
+    texts = [t.get_text() for t in _figure(g, MD, None, 10.0, None).legends[0].get_texts()]
+    assert f"… and {33 - PNG_ROWS} more clusters" in " ".join(texts)  # 13 unlisted of 33 with 20 listed
+    assert f"… and {33 - HTML_ROWS} more clusters" in html_document(g, MD, basemap="none")
+
+
+def test_png_labels_never_run_together():
+    """Downtown's small clusters side by side: labels that would overlap are moved beside or dropped."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from dpgeo.io.png import _figure
+
+    g = _clusters(30, size=20.0, gap=2.0)  # narrow clusters: their labels are wider than they are
+    fig = _figure(g, MD, None, 10.0, None)
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(r) for t in fig.axes[0].texts if re.fullmatch(r"\d+", t.get_text())]
+    assert 0 < len(boxes) < 30
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
