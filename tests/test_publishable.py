@@ -106,3 +106,43 @@ def test_png_labels_never_run_together():
     boxes = [t.get_window_extent(r) for t in fig.axes[0].texts if re.fullmatch(r"\d+", t.get_text())]
     assert 0 < len(boxes) < 30
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+# -- messages in each layer's and each front end's own words ---------------------------------------------------
+
+def test_a_decimal_comma_csv_says_so(tmp_path, capsys):
+    from dpgeo.cli import main
+
+    p = tmp_path / "comma.csv"
+    p.write_text("id;lon;lat\n" + "".join(f"{i};-93,{2651 + i};44,{9778 + i}\n" for i in range(30)))
+    code = main(["spans", str(p), "-o", str(tmp_path / "c.gpkg"), "--epsilon", "1", "--radius", "100",
+                 "--min-points", "5", "--domain", str(SAMPLE_AREA)])
+    err = capsys.readouterr().err
+    assert code == 2 and "30 with a decimal comma in a coordinate" in err and "point for decimals" in err
+    assert not (tmp_path / "c.gpkg").exists()
+
+
+def test_command_line_errors_name_command_line_options(tmp_path, capsys):
+    from dpgeo.cli import main
+
+    code = main(["spans", str(SAMPLE_POINTS), "-o", str(tmp_path / "x.gpkg"), "--epsilon", "1", "--radius", "100",
+                 "--domain", str(SAMPLE_AREA)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--radius and --min-points" in err
+    assert "radius_m" not in err and "min_points" not in err
+
+
+def test_bands_and_cells_speak_of_bands_and_cells(sample_heat, tmp_path, capsys):
+    from dpgeo.cli import main
+    from dpgeo.io.statement import privacy_statement
+
+    counts = dict(privacy_statement(sample_heat.metadata).items)["Counts"]
+    assert "of the cell" in counts and "cluster" not in counts
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bands = dpgeo.heat(str(SAMPLE_POINTS), epsilon=1.0, h3_resolution=9, bands=5, domain=str(SAMPLE_AREA))
+    src = bands.to_file(tmp_path / "bands.gpkg")
+    assert main(["export", str(src), "-o", str(tmp_path / "bands.geojson")]) == 0
+    err = capsys.readouterr().err
+    assert f"{len(bands.layer)} band" in err and "cluster" not in err
+    assert "band's cells" in dict(privacy_statement(bands.metadata).items)["Counts"]

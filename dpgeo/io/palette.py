@@ -46,6 +46,8 @@ __all__ = [
     "CountClasses",
     "band_colour",
     "layer_style",
+    "layer_kind",
+    "feature_words",
     "band_note",
     "level_classes",
 ]
@@ -367,6 +369,42 @@ def band_colour(band, n_bands: int) -> np.ndarray:
 
 def _fmt_density(v) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def layer_kind(gdf) -> str:
+    """What a layer dpgeo wrote holds, by its columns: ``"hotspots"``, ``"bands"``, ``"levels"``,
+    ``"clusters"`` or ``"counts"`` (cells).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> layer_kind(pd.DataFrame({"band": [1], "dp_count": [3]})), layer_kind(pd.DataFrame({"dp_count": [3]}))
+    ('bands', 'counts')
+    """
+    cols = set(gdf.columns)
+    if "gi_bin" in cols:
+        return "hotspots"
+    if "band" in cols:
+        return "bands"
+    if "level" in cols and ("level_id" in cols or "cluster_id" not in cols):
+        return "levels"
+    if "cluster_id" in cols or "dp_count" not in cols:
+        return "clusters"
+    return "counts"
+
+
+def feature_words(gdf, n: int) -> str:
+    """``n`` features of a layer in its own words: "5 bands", "1 cluster", "2,310 cells", "65 levels".
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> feature_words(pd.DataFrame({"band": [1], "dp_count": [3]}), 5)
+    '5 bands'
+    """
+    noun = {"hotspots": "cell", "bands": "band", "levels": "level", "clusters": "cluster", "counts": "cell"}[
+        layer_kind(gdf)]
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def layer_style(gdf, metadata=None):

@@ -147,18 +147,8 @@ _LABELS = ('<labeling type="simple"><settings calloutType="simple"><text-style f
 
 
 def layer_kind(gdf) -> str:
-    """What a layer dpgeo wrote holds, by its columns: ``"hotspots"``, ``"bands"``, ``"levels"``,
-    ``"clusters"`` or ``"counts"``."""
-    cols = set(gdf.columns)
-    if "gi_bin" in cols:
-        return "hotspots"
-    if "band" in cols:
-        return "bands"
-    if "level" in cols and ("level_id" in cols or "cluster_id" not in cols):
-        return "levels"
-    if "cluster_id" in cols or "dp_count" not in cols:
-        return "clusters"
-    return "counts"
+    """What a layer holds (:func:`dpgeo.io.palette.layer_kind`)."""
+    return palette.layer_kind(gdf)
 
 
 def _renderer(gdf, metadata):
