@@ -166,11 +166,11 @@ def _renderer(gdf, metadata):
         order = "depth" if "depth" in gdf.columns else None  # the deeper (denser) drawn over the shallower
         return _graduated("level", ranges, _level_symbol(0, 0), order), ""
     if kind == "clusters":
-        if "cluster_id" not in gdf.columns or not n:
+        if "cluster_id" not in gdf.columns:
             return "", ""
-        fills, _, idx, *_ = palette.layer_style(gdf, metadata)
-        colour = {}
-        for v, i in zip(gdf["cluster_id"].tolist(), np.asarray(idx).tolist()):
+        fills, _, idx, *_ = palette.layer_style(gdf, metadata) if n else (None, None, [])
+        colour = {}  # an empty release keeps the style: categorised, labelled, no category yet
+        for v, i in zip(gdf["cluster_id"].tolist() if n else [], np.asarray(idx).tolist()):
             if v is not None and v == v:
                 colour.setdefault(int(v), int(i))
         cats = [(v, f"cluster {v}", _cluster_symbol(j, colour[v])) for j, v in enumerate(sorted(colour))]
