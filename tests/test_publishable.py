@@ -146,3 +146,21 @@ def test_bands_and_cells_speak_of_bands_and_cells(sample_heat, tmp_path, capsys)
     err = capsys.readouterr().err
     assert f"{len(bands.layer)} band" in err and "cluster" not in err
     assert "band's cells" in dict(privacy_statement(bands.metadata).items)["Counts"]
+
+
+def test_series_panels_labels_never_run_together():
+    """The small multiples of a series place their labels the same way (one panel per period)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from dpgeo.io.png_series import series_figure
+
+    g = _clusters(20, size=20.0, gap=2.0)
+    g["period"] = ["2017-01"] * 10 + ["2017-02"] * 10
+    md = dict(MD, periods=[{"label": "2017-01"}, {"label": "2017-02"}])
+    fig = series_figure(g, md, None, 10.0, None)
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        boxes = [t.get_window_extent(r) for t in ax.texts if re.fullmatch(r"\d+", t.get_text())]
+        assert 0 < len(boxes) <= 10
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])

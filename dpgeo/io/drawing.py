@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["study_area_outline", "map_heading", "place_labels"]
+__all__ = ["study_area_outline", "map_heading", "place_labels", "draw_labels"]
 
 #: Typographic points per millimetre (outline widths are given in millimetres).
 _PT_PER_MM = 72 / 25.4
@@ -136,3 +136,27 @@ def place_labels(xy, widths, height, priority) -> dict:
                 placed[k] = (float(dx), float(dy))
                 break
     return placed
+
+
+def draw_labels(fig, ax, points, values, *, fontsize, halo) -> int:
+    """Label ``points`` (shapely points in the axes' data units) with ``values``, none over another
+    (:func:`place_labels`: the largest first, then moved beside, else left out). Call it after the axes'
+    limits are set. Returns how many labels were drawn."""
+    import shapely
+
+    values = list(values)
+    xy = np.column_stack([shapely.get_x(points), shapely.get_y(points)])  # NaN for an empty point
+    ax.apply_aspect()  # the axes' final box, so that map units convert to points on the page
+    to_pt = 72.0 / fig.dpi
+    at = ax.transData.transform(np.nan_to_num(xy)) * to_pt
+    at[~np.isfinite(xy).all(axis=1)] = np.nan
+    text = [str(v) for v in values]
+    rank = [float(v) if v is not None else -np.inf for v in values]
+    placed = place_labels(at, [len(t) * fontsize * 0.62 + 3 for t in text], fontsize * 1.25 + 2, rank)
+    for k, (dx, dy) in placed.items():
+        if values[k] is None:
+            continue
+        x, y = ax.transData.inverted().transform((at[k] + (dx, dy)) / to_pt)
+        ax.text(x, y, text[k], ha="center", va="center", fontsize=fontsize, weight="bold", color="#202020",
+                path_effects=halo, clip_on=True)
+    return len(placed)

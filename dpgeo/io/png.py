@@ -24,7 +24,7 @@ from . import palette
 from .atomic import atomic_write
 from .statement import privacy_line, privacy_statement
 
-from .drawing import _PT_PER_MM, _drawing_crs, _path_of, place_labels  # noqa: F401 (shared with the small multiples)
+from .drawing import _PT_PER_MM, _drawing_crs, _path_of, draw_labels  # noqa: F401 (shared with the small multiples)
 
 __all__ = ["write_png", "read_png_metadata", "require_matplotlib", "font_path", "FONT_FAMILY"]
 
@@ -135,20 +135,9 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
     pad = 0.03 * max(w, h)
     ax.set_xlim(b[0] - pad, b[2] + pad)
     ax.set_ylim(b[1] - pad, b[3] + pad)
-    if 0 < len(layer) <= MAX_LABELS and "dp_count" in layer:
-        halo = [patheffects.withStroke(linewidth=2.2, foreground="white")]
-        pts = shapely.point_on_surface(np.asarray(layer.geometry.values))
-        counts = layer["dp_count"].to_numpy()
-        xy = np.column_stack([shapely.get_x(pts), shapely.get_y(pts)])  # NaN for an empty point
-        ax.apply_aspect()  # the axes' final box, so that map units convert to points on the page
-        to_pt = 72.0 / fig.dpi
-        at = ax.transData.transform(np.nan_to_num(xy)) * to_pt
-        at[~np.isfinite(xy).all(axis=1)] = np.nan
-        text = [str(c) for c in counts]
-        for k, (dx, dy) in place_labels(at, [len(t) * 7 * 0.62 + 3 for t in text], 7 * 1.25 + 2, counts).items():
-            x, y = ax.transData.inverted().transform((at[k] + (dx, dy)) / to_pt)
-            ax.text(x, y, text[k], ha="center", va="center", fontsize=7, weight="bold", color="#202020",
-                    path_effects=halo, clip_on=True)
+    if 0 < len(layer) <= MAX_LABELS and "dp_count" in layer:  # labels that never run together
+        draw_labels(fig, ax, shapely.point_on_surface(np.asarray(layer.geometry.values)), layer["dp_count"],
+                    fontsize=7, halo=[patheffects.withStroke(linewidth=2.2, foreground="white")])
 
     # scale bar (projected CRS in metres only)
     unit = dcrs.axis_info[0].unit_name if dcrs.axis_info else ""
