@@ -40,8 +40,9 @@ def palette():
     return importlib.import_module("dpgeo.io.palette")
 
 
-def layer_frame(layer):
-    """The features of a QGIS layer as a GeoDataFrame (its fields and geometries; one row per feature)."""
+def layer_frame(layer, geometry: bool = True):
+    """The features of a QGIS layer as a GeoDataFrame (its fields and, if asked, geometries; one row per
+    feature)."""
     import_dpgeo()
     import geopandas as gpd
     import numpy as np
@@ -49,9 +50,12 @@ def layer_frame(layer):
 
     names = [f.name() for f in layer.fields()]
     rows, wkbs = [], []
-    for f in layer.getFeatures(QgsFeatureRequest()):
+    request = QgsFeatureRequest()
+    if not geometry:
+        request.setFlags(QgsFeatureRequest.NoGeometry)
+    for f in layer.getFeatures(request):  # one step per output feature (clusters, cells), never per point
         rows.append([None if v is None or (hasattr(v, "isNull") and v.isNull()) else v for v in f.attributes()])
-        g = f.geometry()
+        g = f.geometry() if geometry else None
         wkbs.append(bytes(g.asWkb()) if g is not None and not g.isNull() else None)
     data = {n: [r[i] for r in rows] for i, n in enumerate(names)}
     geoms = shapely.from_wkb(np.array(wkbs, dtype=object)) if wkbs else []
@@ -74,7 +78,7 @@ def _apply_library_style(layer) -> bool:
         metadata = json.loads(layer.customProperty("dpgeo/metadata") or "{}")
     except ValueError:
         metadata = {}
-    frame = layer_frame(layer)
+    frame = layer_frame(layer, geometry=fields.indexOf("cluster_id") >= 0)  # geometry: neighbours' colours
     doc = QDomDocument()
     doc.setContent(layer_qml(frame, metadata))
     layer.importNamedStyle(doc)
