@@ -164,3 +164,19 @@ def test_series_panels_labels_never_run_together():
         boxes = [t.get_window_extent(r) for t in ax.texts if re.fullmatch(r"\d+", t.get_text())]
         assert 0 < len(boxes) <= 10
         assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_cli_writes_both_layers_into_one_styled_geopackage(tmp_path, capsys):
+    """--levels: the map and its tree of levels, two layers of one GeoPackage, each with its QGIS style."""
+    import sqlite3
+
+    from dpgeo.cli import main
+
+    out = tmp_path / "auto.gpkg"
+    assert main(["spans", str(SAMPLE_POINTS), "-o", str(out), "--epsilon", "1", "--levels", "--domain",
+                 str(SAMPLE_AREA)]) == 0
+    with sqlite3.connect(out) as conn:
+        layers = {r[0] for r in conn.execute("SELECT table_name FROM gpkg_contents WHERE data_type = 'features'")}
+        styles = dict(conn.execute("SELECT f_table_name, styleQML FROM layer_styles WHERE useAsDefault = 1"))
+    assert layers == {"auto", "auto_levels"} and set(styles) == layers
+    assert 'attr="cluster_id"' in styles["auto"] and 'attr="level"' in styles["auto_levels"]
