@@ -180,3 +180,38 @@ def test_cli_writes_both_layers_into_one_styled_geopackage(tmp_path, capsys):
         styles = dict(conn.execute("SELECT f_table_name, styleQML FROM layer_styles WHERE useAsDefault = 1"))
     assert layers == {"auto", "auto_levels"} and set(styles) == layers
     assert 'attr="cluster_id"' in styles["auto"] and 'attr="level"' in styles["auto_levels"]
+
+
+# -- the sample as a real city ----------------------------------------------------------------------------------
+
+CITY = SAMPLE_AREA.parent / "minneapolis_city_limits.geojson"
+
+
+def test_the_sample_carries_the_city_limits_with_source_and_licence():
+    area = gpd.read_file(CITY)
+    assert len(area) == 1 and area.geometry.iloc[0].geom_type == "Polygon"
+    km2 = float(area.to_crs(32615).area.iloc[0]) / 1e6
+    box_km2 = float(gpd.read_file(SAMPLE_AREA).to_crs(32615).area.iloc[0]) / 1e6
+    assert 140 < km2 < 160 and km2 < 0.75 * box_km2  # the city, not its bounding box
+    readme = " ".join((SAMPLE_AREA.parent / "README.md").read_text().split())
+    assert "minneapolis_city_limits.geojson" in readme and "Licence" in readme and "Department of Education" in readme
+    from helpers import ROOT
+
+    for doc in ("README.md", "docs/heat.md"):
+        assert "minneapolis_city_limits.geojson" in (ROOT / doc).read_text()
+    assert "minneapolis_city_limits.geojson" in (ROOT / "dev" / "run-sample").read_text()
+
+
+def test_hot_spots_over_the_city_limits_have_no_cold_suburbs():
+    """Over the rectangle, the land outside the city along its edges came out as cold spots (about 1,060 cold
+    cells at ε = 1 against about 600 over the city limits); a difference of hundreds of cells, so this fails
+    by chance far less than once in a million runs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kw = dict(epsilon=1.0, cell_m=250, radius_m=400, fdr=True)
+        box = dpgeo.hotspots(str(SAMPLE_POINTS), domain=str(SAMPLE_AREA), **kw).layer
+        city = dpgeo.hotspots(str(SAMPLE_POINTS), domain=str(CITY), **kw).layer
+    cold_box, cold_city = int((box["gi_bin"] < 0).sum()), int((city["gi_bin"] < 0).sum())
+    assert cold_city < cold_box - 200, (cold_city, cold_box)
+    limits = gpd.read_file(CITY).to_crs(city.crs).geometry.iloc[0]
+    assert city.geometry.intersects(limits).all()  # every cell of the map touches the city
