@@ -215,3 +215,11 @@ def test_hot_spots_over_the_city_limits_have_no_cold_suburbs():
     assert cold_city < cold_box - 200, (cold_city, cold_box)
     limits = gpd.read_file(CITY).to_crs(city.crs).geometry.iloc[0]
     assert city.geometry.intersects(limits).all()  # every cell of the map touches the city
+
+
+@pytest.mark.parametrize("n", [20, 50])  # 400 clusters (DSATUR order) and 2,500 (by degree)
+def test_a_grid_of_touching_clusters_keeps_neighbours_apart(n):
+    boxes = [shapely.box(i, j, i + 1, j + 1) for i in range(n) for j in range(n)]  # 8 neighbours each
+    idx = palette.colour_index(np.arange(n * n), boxes)
+    i, j = palette.neighbour_pairs(boxes)
+    assert len(i) > 3 * n * n and (idx[i] != idx[j]).all()
