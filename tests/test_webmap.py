@@ -441,7 +441,7 @@ def _has_colour(img, rgb, tol=6, min_pixels=20):
 
 def _expected_fills(res, top=4):
     """Blended fill colours of the ``top`` largest clusters (they cover many pixels)."""
-    idx = palette.colour_index(res.layer["cluster_id"].to_numpy())
+    idx = palette.layer_style(res.layer)[2]  # the neighbour-aware colours the PNG uses
     order = np.argsort(-res.layer["area_m2"].to_numpy())[:top]
     return {palette.CLUSTER_COLOURS[idx[j]] for j in order}
 
@@ -831,7 +831,8 @@ def test_series_png_has_one_panel_per_period(series, tmp_path):
         assert a.size != b.size  # four panels, not one map
     # the colour of cluster 1 appears (it persists through the panels)
     img = np.asarray(Image.open(path).convert("RGB")).astype(int)
-    i = int(palette.colour_index(np.unique(series.layer["cluster_id"]))[0])
+    ids = series.layer["cluster_id"].to_numpy()
+    i = int(palette.colour_index(ids, np.asarray(series.layer.geometry.values))[np.argmin(ids)])
     assert _has_colour(img, _blend(palette.CLUSTER_COLOURS[i], (255, 255, 255)), tol=8)
 # -- heat layers and hot spots on the map -----------------------------------------------------
 
