@@ -82,6 +82,39 @@ def test_a_venv_of_another_python_is_made_anew(checkout):
     assert _plan(root, py).startswith("dev/setup: .venv: keep (qgis -> qgis mode")
 
 
+def test_setup_runs_pip_only_when_pyproject_changed(checkout):
+    """./dev/run-sample ran pip (15-60 s) on every run; with the stamp the second run installs nothing, and a
+    changed pyproject.toml installs again."""
+    root, bin_dir = checkout
+    py = _system_python(bin_dir, qgis=False)
+    calls = root / "pip-calls"
+    v = root / ".venv"
+    (v / "bin").mkdir(parents=True)
+    _script(v / "bin" / "python", f'case "$*" in *pip*) echo "$*" >> {calls};; esac\nexit 0\n')
+    (v / "pyvenv.cfg").write_text(f"home = {os.path.dirname(py)}\ninclude-system-site-packages = false\n"
+                                  f"version = 3.11.2\nexecutable = {py}\n")
+    (v / ".dpgeo-mode").write_text("plain\n")
+    (root / "pyproject.toml").write_text('[project]\nname = "dpgeo"\ndependencies = ["numpy"]\n')
+
+    def setup():
+        p = subprocess.run(["bash", str(root / "dev" / "setup"), "test"], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, DPGEO_SYSTEM_PYTHON=str(py), DPGEO_LATEST="0"))
+        assert p.returncode == 0, p.stderr
+        n = len(calls.read_text().splitlines()) if calls.exists() else 0
+        calls.unlink(missing_ok=True)
+        return n, p.stderr
+
+    n, _ = setup()
+    assert n >= 1  # the first time: pip
+    n, err = setup()
+    assert n == 0 and "up to date" in err  # the second: nothing to install
+    (root / "pyproject.toml").write_text('[project]\nname = "dpgeo"\ndependencies = ["numpy", "shapely"]\n')
+    n, _ = setup()
+    assert n >= 1  # a new dependency: pip again
+    n, _ = setup()
+    assert n == 0
+
+
 # -- dev/apt-install --------------------------------------------------------------------------------------------
 
 LOCK = "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (unattended-upgr)"

@@ -441,7 +441,7 @@ def _has_colour(img, rgb, tol=6, min_pixels=20):
 
 def _expected_fills(res, top=4):
     """Blended fill colours of the ``top`` largest clusters (they cover many pixels)."""
-    idx = palette.colour_index(res.layer["cluster_id"].to_numpy())
+    idx = palette.layer_style(res.layer)[2]  # the neighbour-aware colours the PNG uses
     order = np.argsort(-res.layer["area_m2"].to_numpy())[:top]
     return {palette.CLUSTER_COLOURS[idx[j]] for j in order}
 
@@ -503,11 +503,11 @@ def test_browser_draws_every_cluster_and_requests_nothing(seeded, tmp_path, open
     assert m.page.get_attribute("html", "data-dpgeo-drawn") == str(len(seeded.layer))
     assert m.other_requests() == [] and m.osm_tiles == []  # nothing but the file itself
     assert m.errors == [] and m.page.evaluate("window.cspViolations") == []
-    # every cluster path carries the palette class of its rank (the QGIS categories)
+    # every cluster path carries the palette class of the library's colouring (the QGIS categories too)
     classes = m.page.evaluate("window.dpgeoClusters.getLayers().map(l => "
                               "[l.feature.properties.cluster_id, l._path.getAttribute('class')])")
-    idx = palette.colour_index([c for c, _ in classes])
-    assert all(f"dp-cluster dp-c{i}" in cls for (_, cls), i in zip(classes, idx))
+    idx = dict(zip(seeded.layer["cluster_id"].tolist(), palette.layer_style(seeded.layer)[2].tolist()))
+    assert all(f"dp-cluster dp-c{idx[c]}" in cls for c, cls in classes)
     fill = m.page.evaluate("getComputedStyle(document.querySelector('path.dp-c0')).fill")
     assert fill == "rgb(%d, %d, %d)" % palette.hex_to_rgb(palette.CLUSTER_COLOURS[0])
     # zoomed to the study area: its outline fills most of the viewport's height
@@ -831,7 +831,8 @@ def test_series_png_has_one_panel_per_period(series, tmp_path):
         assert a.size != b.size  # four panels, not one map
     # the colour of cluster 1 appears (it persists through the panels)
     img = np.asarray(Image.open(path).convert("RGB")).astype(int)
-    i = int(palette.colour_index(np.unique(series.layer["cluster_id"]))[0])
+    ids = series.layer["cluster_id"].to_numpy()
+    i = int(palette.colour_index(ids, np.asarray(series.layer.geometry.values))[np.argmin(ids)])
     assert _has_colour(img, _blend(palette.CLUSTER_COLOURS[i], (255, 255, 255)), tol=8)
 # -- heat layers and hot spots on the map -----------------------------------------------------
 
@@ -887,8 +888,10 @@ def test_browser_draws_h3_hexagons_far_north_and_a_count_legend(tmp_path, open_m
     for d, w, h in shapes:
         assert len(re.findall("[Ll]", d)) == 5 and len(re.findall("[Mm]", d)) == 1  # one ring of six corners
         assert 0.8 < w / h < 1.3  # Mercator is conformal: the hexagon keeps its shape
-    lower, upper, _ = palette.count_classes(res.layer["dp_count"].to_numpy())
+    lower, upper, _, note = palette.count_classes(res.layer["dp_count"].to_numpy(),
+                                                  noise_halfwidth=palette.count_noise_halfwidth(res.layer))
     legend = m.page.inner_text("#dpgeo-legend")
+    assert note in legend  # what the classes are, or why fewer than five
     for a, b in zip(lower.tolist(), upper.tolist()):
         assert (f"dp_count {a:,}" if a == b else f"dp_count {a:,}–{b:,}") in legend
     assert m.errors == []
@@ -915,3 +918,53 @@ def test_png_of_hot_spots_and_bands_uses_their_palettes(tmp_path):
         assert _has_colour(img, _blend(palette.SEQUENTIAL_COLOURS[i], (255, 255, 255), palette.CELL_FILL_OPACITY),
                            tol=8), i
     assert read_layer_metadata(tmp_path / "bands.png")["bands"] == len(bands.layer)
+
+
+def test_series_time_panel_never_covers_the_legend_on_a_phone_or_a_desktop(series, tmp_path, open_map):
+    """At 390 × 844 the time slider took the bottom right at 22em (the whole width) and covered the collapsed
+    legend at the bottom left."""
+    from dpgeo.io.html import SMALL_SCREEN
+    from dpgeo.io.html_series import SERIES_CSS
+
+    assert SMALL_SCREEN in SERIES_CSS  # the page's own idea of a phone
+    series.to_file(tmp_path / "series.html", basemap="none")
+    for view in (PHONE, VIEW):
+        m = open_map(tmp_path / "series.html", viewport=view)
+        time, legend = _rect(m, "#dpgeo-time"), _rect(m, "#dpgeo-legend")
+        assert not _overlap(time, legend), (view, time, legend)
+        if view is PHONE:
+            assert m.page.evaluate("document.querySelector('#dpgeo-legend').open") is False
+            m.page.click("#dpgeo-legend > summary")  # opened, it grows upwards, still clear of the slider
+            time, legend = _rect(m, "#dpgeo-time"), _rect(m, "#dpgeo-legend")
+            assert not _overlap(time, legend), (time, legend)
+            assert not _overlap(time, _rect(m, "#dpgeo-privacy"))
+        assert m.errors == []
+
+
+def test_labels_that_would_run_together_are_hidden(tmp_path, open_map):
+    """Small clusters side by side (downtown): the page shows a label only where it overlaps no larger one."""
+    import geopandas as gpd
+
+    g = gpd.GeoDataFrame({"cluster_id": np.arange(1, 31), "dp_count": 700 + np.arange(30) * 37 % 300},
+                         geometry=[shapely.box(480000 + 22 * i, 4980000, 480020 + 22 * i, 4980020) for i in range(30)],
+                         crs=32615)
+    write_html(g, tmp_path / "crowd.html", {"mechanism": "test", "differentially_private": True, "epsilon": 1.0},
+               basemap="none")
+    for view in (VIEW, PHONE):
+        m = open_map(tmp_path / "crowd.html", viewport=view)
+        shown = ("Array.from(document.querySelectorAll('.dp-label')).filter(e => "
+                 "getComputedStyle(e).visibility !== 'hidden').map(e => { const r = "
+                 "e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; })")
+        opened = m.page.evaluate(shown)  # opened zoomed to the clusters (all 30 on a desktop)
+        assert not any(_overlap(a, b) for i, a in enumerate(opened) for b in opened[i + 1:])
+        assert len(opened) == 30 or view is PHONE and len(opened) > 5
+        m.page.evaluate("window.dpgeoMap.setZoom(window.dpgeoMap.getZoom() - 3, {animate: false})")
+        m.page.wait_for_timeout(300)
+        boxes = m.page.evaluate(shown)  # zoomed out, they would run together
+        assert 0 < len(boxes) < len(opened)
+        assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        m.page.evaluate("window.dpgeoMap.setZoom(window.dpgeoMap.getZoom() + 3, {animate: false})")
+        m.page.wait_for_timeout(300)
+        more = len(m.page.evaluate(shown))
+        assert more > len(boxes)
+        assert m.errors == []

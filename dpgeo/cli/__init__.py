@@ -85,6 +85,32 @@ def _cmd_info(args):
     return 0
 
 
+def command_line_words(message: str) -> str:
+    """A library message in the command line's words: each declared option named as typed (``radius_m`` →
+    ``--radius``, ``min_points`` → ``--min-points``). Only names with an underscore are replaced: a plain
+    word (``levels``, ``epsilon``) may be ordinary English.
+
+    Examples
+    --------
+    >>> command_line_words("give both radius_m and min_points, or neither")
+    'give both --radius and --min-points, or neither'
+    """
+    import re
+
+    from ..pipeline.registry import MECHANISMS
+    from ..series_params import SERIES_PARAMS
+
+    flags = {}
+    for p in [*SERIES_PARAMS, *(q for m in MECHANISMS for q in m.params)]:
+        if "_" in p.name and "cli" in p.fronts:
+            flags.setdefault(p.name, p.cli_flag)
+    if not flags:
+        return message
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(flags, key=len, reverse=True)))
+                         + r")(?![\w(=])")
+    return pattern.sub(lambda m: flags[m.group(1)], message)
+
+
 def main(argv=None) -> int:
     """The ``dpgeo`` command; a closed output pipe (``dpgeo info x.gpkg | head -1``) ends it quietly."""
     try:
@@ -117,7 +143,7 @@ def _main(argv=None) -> int:
             finally:
                 _print_warnings(caught)
     except DpgeoError as exc:
-        print(f"dpgeo: error: {exc}", file=sys.stderr)
+        print(f"dpgeo: error: {command_line_words(str(exc))}", file=sys.stderr)
         return 2
     except PermissionError as exc:  # a file or folder this user may not open (the checks up front missed it)
         if getattr(args, "debug", False):

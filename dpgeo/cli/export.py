@@ -60,7 +60,10 @@ def _cmd_export(args):
     if not args.quiet:
         md = release.metadata
         private = str(md.get("differentially_private")).lower()
-        print(f"wrote {', '.join(written)}: {len(release.layer)} clusters of release {md.get('release_id', '?')} "
+        from ..io.palette import feature_words
+
+        print(f"wrote {', '.join(written)}: {feature_words(release.layer, len(release.layer))} of release "
+              f"{md.get('release_id', '?')} "
               f"(epsilon={md.get('epsilon')}, differentially_private={private}); no budget spent", file=sys.stderr)
         if not md.get("differentially_private"):
             print("WARNING: NOT differentially private: " + "; ".join(md.get("not_private_reasons") or []),

@@ -35,6 +35,8 @@ DROP_REASONS = {
     "malformed_row": "that do not parse as a row of the table",
     "missing_coordinate": "with a missing coordinate",
     "unparsed": "with a coordinate that is not a number",
+    "decimal_comma": ("with a decimal comma in a coordinate (44,97 for 44.97: save the file with a point for "
+                      "decimals, or with the coordinates as numbers)"),
     "non_finite": "with a NaN or infinite coordinate",
     "lon_out_of_range": "with a longitude beyond ±180°",
     "lat_out_of_range": "with a latitude beyond ±90°",
@@ -328,6 +330,19 @@ def numbers_from_arrow(col):
 _NUMBER_RE2 = r"^[-+]?((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF]|[iI][nN][fF][iI][nN][iI][tT][yY])$"
 
 
+def _decimal_comma(col) -> np.ndarray:
+    """Which text cells read as a number written with a decimal comma (``44,97``, ``-93,2651``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return np.zeros(len(col), dtype=bool)
+    s = pc.utf8_trim_whitespace(col)
+    return np.asarray(pc.fill_null(pc.match_substring_regex(s, r"^[-+]?\d+,\d+$"), False))
+
+
 def table_batch(xcol, ycol, n_read, crs, *, person_col=None, time_col=None, time=None):
     """A :class:`PointBatch` from the coordinate (and person, and time) columns of a table batch.
 
@@ -338,7 +353,10 @@ def table_batch(xcol, ycol, n_read, crs, *, person_col=None, time_col=None, time
     unparsed = xbad | ybad
     missing = (xmiss | ymiss) & ~unparsed
     valid = ~(unparsed | missing)
-    drops = {"unparsed": int(unparsed.sum()), "missing_coordinate": int(missing.sum())}
+    comma = (_decimal_comma(xcol) | _decimal_comma(ycol)) & unparsed if unparsed.any() else unparsed
+    drops = {"unparsed": int((unparsed & ~comma).sum()), "missing_coordinate": int(missing.sum())}
+    if comma.any():  # said apart: the fix is the file's decimal separator
+        drops["decimal_comma"] = int(comma.sum())
     person = person_null = None
     if person_col is not None:
         person, person_null = person_from_arrow(person_col)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ParameterError
 
-__all__ = ["study_area_outline", "map_heading"]
+__all__ = ["study_area_outline", "map_heading", "place_labels", "draw_labels"]
 
 #: Typographic points per millimetre (outline widths are given in millimetres).
 _PT_PER_MM = 72 / 25.4
@@ -104,3 +104,59 @@ def map_heading(metadata, title=None) -> str:
         if title.strip():
             return title.strip()
     return str((metadata or {}).get("mechanism") or "dpgeo cluster map")
+
+
+def place_labels(xy, widths, height, priority) -> dict:
+    """Where labels go so that none overlaps another: ``{label number: (dx, dy)}``, the others dropped.
+
+    The labels are placed in order of ``priority`` (the highest count first):
+    each at its point if that place is free, else just above, below, right or
+    left of it, else not at all. All lengths in one unit (points on the page).
+
+    Examples
+    --------
+    >>> place_labels([[0, 0], [2, 0], [50, 0]], [10, 10, 10], 4, [7, 9, 1])
+    {1: (0.0, 0.0), 0: (0.0, 4.0), 2: (0.0, 0.0)}
+    """
+    xy = np.asarray(xy, dtype=float).reshape(-1, 2)
+    wd = np.asarray(widths, dtype=float).ravel()
+    order = np.argsort(-np.asarray(priority, dtype=float), kind="stable")
+    boxes = np.zeros((0, 4))  # x0, y0, x1, y1 of the labels placed
+    placed = {}
+    for k in order.tolist():  # one step per label (at most a few hundred)
+        if not np.isfinite(xy[k]).all():
+            continue
+        hw, hh = wd[k] / 2, height / 2
+        for dx, dy in ((0.0, 0.0), (0.0, height), (0.0, -height), (wd[k], 0.0), (-wd[k], 0.0)):
+            x, y = xy[k, 0] + dx, xy[k, 1] + dy
+            box = np.array([x - hw, y - hh, x + hw, y + hh])
+            if not len(boxes) or not ((boxes[:, 0] < box[2]) & (box[0] < boxes[:, 2]) & (boxes[:, 1] < box[3])
+                                      & (box[1] < boxes[:, 3])).any():
+                boxes = np.vstack([boxes, box])
+                placed[k] = (float(dx), float(dy))
+                break
+    return placed
+
+
+def draw_labels(fig, ax, points, values, *, fontsize, halo) -> int:
+    """Label ``points`` (shapely points in the axes' data units) with ``values``, none over another
+    (:func:`place_labels`: the largest first, then moved beside, else left out). Call it after the axes'
+    limits are set. Returns how many labels were drawn."""
+    import shapely
+
+    values = list(values)
+    xy = np.column_stack([shapely.get_x(points), shapely.get_y(points)])  # NaN for an empty point
+    ax.apply_aspect()  # the axes' final box, so that map units convert to points on the page
+    to_pt = 72.0 / fig.dpi
+    at = ax.transData.transform(np.nan_to_num(xy)) * to_pt
+    at[~np.isfinite(xy).all(axis=1)] = np.nan
+    text = [str(v) for v in values]
+    rank = [float(v) if v is not None else -np.inf for v in values]
+    placed = place_labels(at, [len(t) * fontsize * 0.62 + 3 for t in text], fontsize * 1.25 + 2, rank)
+    for k, (dx, dy) in placed.items():
+        if values[k] is None:
+            continue
+        x, y = ax.transData.inverted().transform((at[k] + (dx, dy)) / to_pt)
+        ax.text(x, y, text[k], ha="center", va="center", fontsize=fontsize, weight="bold", color="#202020",
+                path_effects=halo, clip_on=True)
+    return len(placed)

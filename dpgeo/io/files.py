@@ -153,13 +153,17 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
                                             layer_options=options, dataset_options=dataset_options)
                 finally:
                     pyogrio.set_gdal_config_options({"OGR_CURRENT_DATE": None})
-            from .qgis_style import add_default_style, is_series_layer, series_qml
+            from .qgis_style import add_default_style, is_series_layer, layer_qml
 
-            if is_series_layer(out):  # a map series: QGIS's temporal controller animates it as it is opened
-                add_default_style(tmp, name, None, series_qml(out), stamp=stamp,
-                                  description="dpgeo map series: one frame per period")
+            # the layer's style, which QGIS applies as it is opened (a series: animated by the temporal controller)
+            add_default_style(tmp, name, None, layer_qml(out, metadata), stamp=stamp,
+                              description="dpgeo map series: one frame per period" if is_series_layer(out) else
+                              "dpgeo: the colours and classes of the HTML map and the PNG")
             if levels is not None:
-                _append_levels(tmp, levels if crs is None else levels.to_crs(crs), name, metadata, eng, stamp)
+                lv = levels if crs is None else levels.to_crs(crs)
+                _append_levels(tmp, lv, name, metadata, eng, stamp)
+                add_default_style(tmp, f"{name}_levels", None, layer_qml(lv, metadata), stamp=stamp,
+                                  description="dpgeo density levels")
 
         atomic_write(path, _w)
     return path

@@ -233,6 +233,21 @@ _APP_JS = r"""
       .setLatLng([l[0], l[1]]).setContent(s).addTo(map);
     return {period: l[3], tooltip: t};
   });
+  // labels that would overlap one placed before (a larger count: they come largest first) are hidden
+  window.dpgeoDeclutter = function () {
+    var boxes = [];
+    window.dpgeoLabels.forEach(function (l) {
+      var el = l.tooltip.getElement();
+      if (!el || !map.hasLayer(l.tooltip)) { return; }
+      el.classList.remove("dp-label-hidden");
+      var r = el.getBoundingClientRect();
+      var hit = boxes.some(function (b) {
+        return r.left < b.right && b.left < r.right && r.top < b.bottom && b.top < r.bottom;
+      });
+      if (hit) { el.classList.add("dp-label-hidden"); } else { boxes.push(r); }
+    });
+  };
+  map.on("zoomend", window.dpgeoDeclutter);
   window.dpgeoMap = map;
   window.dpgeoClusters = clusters;
   // the same lean shapes for other layers of the page (the density levels: dpgeo/io/html_levels.py)
@@ -241,6 +256,7 @@ _APP_JS = r"""
   };
   map.whenReady(function () {
     requestAnimationFrame(function () { requestAnimationFrame(function () {
+      window.dpgeoDeclutter();
       window.dpgeoDrawnAt = performance.now();
       document.documentElement.setAttribute("data-dpgeo-drawn", String(release.features.length));
     }); });
@@ -285,6 +301,7 @@ html, body { margin: 0; height: 100%; font: 13px/1.35 system-ui, -apple-system, 
   font-weight: 700; font-size: 11px; color: #202020;
   text-shadow: 0 0 2px #fff, 0 0 2px #fff, 0 0 3px #fff; }
 .leaflet-tooltip.dp-label::before { display: none; }
+.leaflet-tooltip.dp-label.dp-label-hidden { visibility: hidden; }
 """.replace("SMALL_SCREEN", SMALL_SCREEN)
 
 
@@ -315,7 +332,7 @@ def _esc(v) -> str:
 
 # -- the page ---------------------------------------------------------------------------
 
-def _style_legend_html(fills, outlines, legend, title, area_kind, n_total, heading) -> str:
+def _style_legend_html(fills, outlines, legend, title, area_kind, n_total, heading, classes_note="") -> str:
     """The legend of a layer coloured by what its features hold (counts, bands, hot-spot classes)."""
     rows = [f'<div class="dp-legend-row"><span class="dp-swatch" style="background:{fills[i]}'
             f'{int(palette.FILL_ALPHA):02x};border-color:{outlines[i]}"></span>{_esc(label)}</div>'
@@ -323,15 +340,16 @@ def _style_legend_html(fills, outlines, legend, title, area_kind, n_total, headi
     if area_kind:
         rows.append(f'<div class="dp-legend-row"><span class="dp-swatch-area" '
                     f'style="border-color:{palette.STUDY_AREA_COLOUR}"></span>study area ({_esc(area_kind)})</div>')
+    if classes_note:  # what the classes are (and why fewer than asked)
+        rows.append(f'<div class="dp-legend-note dp-classes-note">{_esc(classes_note)}</div>')
     note = '<div class="dp-legend-note">Click a feature for its 95% interval.</div>' if n_total else ""
     return (f'<details id="dpgeo-legend" class="dp-panel" open><summary><h1 class="dp-title">{_esc(heading)}</h1>'
             f'<span class="dp-legend-title">{_esc(title)} ({n_total:,} features)</span></summary>'
             + "".join(rows) + note + "</details>")
 
 
-def _legend_html(cluster_ids, counts, area_kind, n_total, heading) -> str:
+def _legend_html(cluster_ids, idx, counts, area_kind, n_total, heading) -> str:
     rows = []
-    idx = palette.colour_index(cluster_ids) if len(cluster_ids) else np.zeros(0, int)
     order = np.argsort(cluster_ids, kind="stable")
     for j in order[:MAX_LEGEND_ROWS]:
         i = int(idx[j])
@@ -343,7 +361,7 @@ def _legend_html(cluster_ids, counts, area_kind, n_total, heading) -> str:
     more = n_total - min(n_total, MAX_LEGEND_ROWS)
     if more:
         rows.append(f'<div class="dp-legend-note">… and {more:,} more clusters '
-                    f'(colours repeat every {len(palette.CLUSTER_COLOURS)})</div>')
+                    '(touching clusters never share a colour)</div>')
     if area_kind:
         rows.append(f'<div class="dp-legend-row"><span class="dp-swatch-area" '
                     f'style="border-color:{palette.STUDY_AREA_COLOUR}"></span>study area ({_esc(area_kind)})</div>')
@@ -414,9 +432,9 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
     fc = geojson_collection(gdf, md)
     props = [f["properties"] for f in fc["features"]]
     ids = np.array([p.get("cluster_id", 0) for p in props]) if props else np.zeros(0, int)
-    idx = palette.colour_index(ids) if ids.size else np.zeros(0, int)
+    fills, outlines, fidx, legend, legend_title, legend_note = palette.layer_style(gdf, md)
+    idx = np.asarray(fidx, dtype=int) if legend is None else np.zeros(len(ids), int)  # neighbours differ
     colour_of = {str(k): int(i) for k, i in zip(ids.tolist(), idx.tolist())}
-    fills, outlines, fidx, legend, legend_title = palette.layer_style(gdf)
     counts = [p.get("dp_count") for p in props]
 
     area, area_kind = study_area_outline(md)
@@ -437,9 +455,10 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         import shapely
 
         pts = shapely.point_on_surface(np.asarray(gdf.to_crs(4326).geometry.values))
-        labels = [[round(float(p.y), 7), round(float(p.x), 7), str(c), per]
+        labels = [[round(float(p.y), 7), round(float(p.x), 7), str(c), per, c]
                   for p, c, per in zip(pts, gdf[value], label_periods(gdf))
                   if p is not None and not p.is_empty and c is not None]
+        labels = [lab[:4] for lab in sorted(labels, key=lambda lab: -float(lab[4]))]  # the biggest kept in a crowd
 
     interval = md.get("dp_count_interval")
     cfg = {
@@ -494,9 +513,9 @@ def html_document(gdf, metadata: dict, *, basemap=DEFAULT_BASEMAP, attribution=N
         "<noscript><p>This map needs JavaScript. The clusters and their privacy metadata are in the "
         "GeoJSON inside this file (element dpgeo-layer).</p></noscript>\n",
         _privacy_html(md, "".join(a.privacy for a in addons)), "\n",
-        (series_legend_html(props, page_title, area_kind, palette.STUDY_AREA_COLOUR) if series and legend is None
-         else _legend_html(ids.tolist(), counts, area_kind, len(props), page_title) if legend is None else
-         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title)),
+        (series_legend_html(props, page_title, area_kind, palette.STUDY_AREA_COLOUR, colour_of) if series and legend is None
+         else _legend_html(ids.tolist(), idx, counts, area_kind, len(props), page_title) if legend is None else
+         _style_legend_html(fills, outlines, legend, legend_title, area_kind, len(props), page_title, legend_note)),
         ("\n" + series_controls_html(series)) if series else "", "\n",
         *[a.body for a in addons],
         '<script type="application/json" id="dpgeo-layer">', _json_data(fc), "</script>\n",

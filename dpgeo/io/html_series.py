@@ -64,6 +64,7 @@ SERIES_JS = r"""
       "to the end of " + p.label : !s.clusters ? s.legendTitle + " (" + layers.length + " features in " + p.label +
       ")" : (n === 0 ? "No clusters" : n + " cluster" + (n === 1 ? "" : "s")) + " in " + p.label +
       (n ? ": dp_count" : "");
+    if (window.dpgeoDeclutter) { window.dpgeoDeclutter(); }  // labels of this period that collide
     document.documentElement.setAttribute("data-dpgeo-period", p.label);
   }
   function stop() {
@@ -90,6 +91,11 @@ SERIES_CSS = """
 #dpgeo-play { font: inherit; padding: 2px 8px; cursor: pointer; min-width: 5.5em; }
 #dpgeo-period { font-weight: 600; margin-top: 4px; display: block; }
 .dp-absent { color: #999; }
+@media (max-width: 640px), (max-height: 500px) {
+  /* a phone: the time panel across the bottom, the legend (bottom left) just above it, never under it */
+  #dpgeo-time { left: 10px; right: 10px; width: auto; max-width: none; }
+  #dpgeo-legend { bottom: 104px; max-height: calc(50vh - 124px); }
+}
 """
 
 
@@ -122,10 +128,13 @@ def series_controls_html(cfg) -> str:
             'aria-label="period"></div><span id="dpgeo-period"></span></div>')
 
 
-def series_legend_html(props, heading, area_kind, area_colour) -> str:
-    """The legend of a series: every cluster id (one colour through the periods), its count in the period shown."""
+def series_legend_html(props, heading, area_kind, area_colour, colour_of=None) -> str:
+    """The legend of a series: every cluster id (one colour through the periods), its count in the period shown.
+
+    ``colour_of`` maps each id (as text) to its colour (the page's: neighbours differ)."""
     ids = sorted({int(p["cluster_id"]) for p in props if p.get("cluster_id") is not None})
-    idx = palette.colour_index(ids).tolist() if ids else []
+    idx = ([int((colour_of or {}).get(str(c), 0)) for c in ids] if colour_of
+           else palette.colour_index(ids).tolist() if ids else [])
     counts = {c: {} for c in ids}
     for p in props:
         if p.get("cluster_id") is not None:

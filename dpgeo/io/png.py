@@ -24,7 +24,7 @@ from . import palette
 from .atomic import atomic_write
 from .statement import privacy_line, privacy_statement
 
-from .drawing import _PT_PER_MM, _drawing_crs, _path_of  # noqa: F401 (shared with the small multiples)
+from .drawing import _PT_PER_MM, _drawing_crs, _path_of, draw_labels  # noqa: F401 (shared with the small multiples)
 
 __all__ = ["write_png", "read_png_metadata", "require_matplotlib", "font_path", "FONT_FAMILY"]
 
@@ -105,7 +105,7 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
     ax.set_axis_off()
 
     ids = layer["cluster_id"].to_numpy() if "cluster_id" in layer and len(layer) else np.zeros(0, int)
-    fills, outlines, idx, style_legend, style_title = palette.layer_style(layer)
+    fills, outlines, idx, style_legend, style_title, style_note = palette.layer_style(layer, md)
     width_pt = palette.OUTLINE_WIDTH_MM * _PT_PER_MM
     fill_opacity = palette.FILL_OPACITY if style_legend is None else palette.CELL_FILL_OPACITY
     line_pt = width_pt if style_legend is None else palette.CELL_OUTLINE_WIDTH_MM * _PT_PER_MM
@@ -132,16 +132,12 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
                 for ring in [poly.exterior, *poly.interiors]:
                     xy = np.asarray(ring.coords)
                     ax.plot(xy[:, 0], xy[:, 1], color=palette.STUDY_AREA_COLOUR, lw=1.0, ls=(0, (6, 4)))
-    if 0 < len(layer) <= MAX_LABELS and "dp_count" in layer:
-        halo = [patheffects.withStroke(linewidth=2.2, foreground="white")]
-        pts = shapely.point_on_surface(np.asarray(layer.geometry.values))
-        for p, c in zip(pts, layer["dp_count"]):
-            if p is not None and not p.is_empty and c is not None:
-                ax.text(p.x, p.y, str(c), ha="center", va="center", fontsize=7, weight="bold", color="#202020",
-                        path_effects=halo, clip_on=True)
     pad = 0.03 * max(w, h)
     ax.set_xlim(b[0] - pad, b[2] + pad)
     ax.set_ylim(b[1] - pad, b[3] + pad)
+    if 0 < len(layer) <= MAX_LABELS and "dp_count" in layer:  # labels that never run together
+        draw_labels(fig, ax, shapely.point_on_surface(np.asarray(layer.geometry.values)), layer["dp_count"],
+                    fontsize=7, halo=[patheffects.withStroke(linewidth=2.2, foreground="white")])
 
     # scale bar (projected CRS in metres only)
     unit = dcrs.axis_info[0].unit_name if dcrs.axis_info else ""
@@ -172,10 +168,10 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
                                                                             palette.FILL_OPACITY),
                              edgecolor=palette.OUTLINE_COLOURS[i], lw=width_pt,
                              label=f"cluster {ids[j]}: {c if c is not None else 'n/a'}"))
-    more = len(ids) - len(handles) if style_legend is None else 0
+    more = len(ids) - min(len(ids), MAX_LEGEND_ROWS) if style_legend is None else 0
     if more:
-        handles.append(Patch(facecolor="none", edgecolor="none",
-                             label=f"… and {more:,} more (colours repeat every {len(palette.CLUSTER_COLOURS)})"))
+        handles.append(Patch(facecolor="none", edgecolor="none", label=f"… and {more:,} more clusters "
+                             "(touching clusters never share a colour)"))
     if area is not None:
         handles.append(Line2D([], [], color=palette.STUDY_AREA_COLOUR, lw=1.0, ls=(0, (6, 4)),
                               label=f"study area ({area_kind})"))
@@ -183,6 +179,8 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
     leg_title = "No clusters" if n == 0 else f"{n:,} cluster{'s' if n != 1 else ''}: dp_count"
     if style_legend is not None:
         leg_title = f"{style_title} ({len(layer):,} features)"
+        if style_note:
+            handles.append(Patch(facecolor="none", edgecolor="none", label=textwrap.fill(style_note, 48)))
     if level_ranges:
         leg_title = (f"{len(levels):,} nested levels: density where each separates\n"
                      "(noisy points in the 3 × 3 cells around a cell)")

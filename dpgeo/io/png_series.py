@@ -32,7 +32,7 @@ def series_figure(gdf, metadata, crs, width_in, title):
     from matplotlib.figure import Figure
     from matplotlib.patches import PathPatch
 
-    from .drawing import _PT_PER_MM, _drawing_crs, _path_of, study_area_outline
+    from .drawing import _PT_PER_MM, _drawing_crs, _path_of, draw_labels, study_area_outline
     from .drawing import map_heading as _heading
 
     md = metadata or {}
@@ -54,7 +54,8 @@ def series_figure(gdf, metadata, crs, width_in, title):
     total_h = fig.get_figheight()
     ids_all = layer["cluster_id"].to_numpy() if "cluster_id" in layer and len(layer) else np.zeros(0, int)
     uniq = np.unique(ids_all)
-    colour = dict(zip(uniq.tolist(), palette.colour_index(uniq).tolist())) if uniq.size else {}
+    idx_all = palette.colour_index(ids_all, np.asarray(layer.geometry.values)) if uniq.size else []
+    colour = dict(zip(ids_all.tolist(), np.asarray(idx_all).tolist()))  # one colour per cluster; neighbours differ
     value = "dp_total" if "dp_total" in layer else "dp_count"
     width_pt = palette.OUTLINE_WIDTH_MM * _PT_PER_MM
     pad = 0.03 * max(w, h)
@@ -80,14 +81,11 @@ def series_figure(gdf, metadata, crs, width_in, title):
                 if poly.geom_type == "Polygon":
                     xy = np.asarray(poly.exterior.coords)
                     ax.plot(xy[:, 0], xy[:, 1], color=palette.STUDY_AREA_COLOUR, lw=0.6, ls=(0, (5, 3)))
-        if 0 < len(part) <= MAX_PANEL_LABELS and value in part:
-            pts = shapely.point_on_surface(np.asarray(part.geometry.values))
-            for p, v in zip(pts, part[value]):
-                if p is not None and not p.is_empty and v is not None:
-                    ax.text(p.x, p.y, str(v), ha="center", va="center", fontsize=5.5, weight="bold",
-                            color="#202020", path_effects=halo, clip_on=True)
         ax.set_xlim(b[0] - pad, b[2] + pad)
         ax.set_ylim(b[1] - pad, b[3] + pad)
+        if 0 < len(part) <= MAX_PANEL_LABELS and value in part:  # labels that never run together
+            draw_labels(fig, ax, shapely.point_on_surface(np.asarray(part.geometry.values)), part[value],
+                        fontsize=5.5, halo=halo)
     s = privacy_statement(md)
     heading = _heading(md, title)
     what = "running totals" if "dp_total" in layer else "one panel per period; a cluster keeps its colour"

@@ -1,8 +1,20 @@
-"""The QGIS style a GeoPackage carries: a map series that QGIS's temporal controller animates.
+"""The QGIS style every GeoPackage layer dpgeo writes carries (the QGIS plugin applies the same).
 
 QGIS keeps a layer's default style in the GeoPackage's ``layer_styles`` table
 (QML text, ``useAsDefault`` = 1) and applies it when the layer is added to a
-project. For a series (:mod:`dpgeo.series`) dpgeo writes one there with
+project. :func:`layer_qml` builds it from the layer itself, by what it holds:
+
+* clusters (``cluster_id``): categorised, one colour per cluster, neighbours
+  in different colours (:func:`dpgeo.io.palette.colour_index`), labelled
+  with ``dp_count``;
+* count cells (``dp_count`` only): graduated on ``dp_count`` in the classes of
+  :func:`dpgeo.io.palette.count_classes`;
+* density bands (``band``): categorised, light to dark;
+* hot spots (``gi_bin``): the seven hot-spot classes;
+* density levels (``level``): graduated, drawn shallowest first (``depth``);
+
+the same colours, classes and legends as the HTML map and the PNG. A map
+series (:mod:`dpgeo.series`) also gets
 
 * the temporal properties (QGIS 3.22 stores them in the QML's ``<temporal>``
   element): *active*, start and end from the expressions
@@ -14,9 +26,7 @@ project. For a series (:mod:`dpgeo.series`) dpgeo writes one there with
   ``2017-04-01T05:00:00.000Z`` after ``2017-04-01 05:00:00``, and the end of
   one period is the start of the next, so each frame would also show the
   period before. An expression is evaluated by QGIS itself, on times;
-* the cluster style of the QGIS plugin and the web map: categorised on
-  ``cluster_id`` with the library's palette (:mod:`dpgeo.io.palette`), so a
-  cluster keeps its colour through the periods.
+* its style as above; a cluster keeps its colour through the periods.
 
 This is text written with the standard library; QGIS itself is not needed.
 The table is the one QGIS creates (same columns), registered in
@@ -40,12 +50,15 @@ import contextlib
 import sqlite3
 from xml.sax.saxutils import quoteattr
 
+import numpy as np
+
 from . import palette
 
-__all__ = ["series_qml", "add_default_style", "is_series_layer", "STYLE_NAME", "START_EXPRESSION", "END_EXPRESSION"]
+__all__ = ["layer_qml", "layer_kind", "series_qml", "add_default_style", "is_series_layer", "STYLE_NAME",
+           "START_EXPRESSION", "END_EXPRESSION"]
 
 #: The name of the style dpgeo stores (QGIS lists it in the layer's style manager).
-STYLE_NAME = "dpgeo series"
+STYLE_NAME = "dpgeo"
 #: The start and end of a feature's period for QGIS's temporal controller (evaluated by QGIS, not compiled to SQL).
 START_EXPRESSION = 'to_datetime("period_start")'
 END_EXPRESSION = 'to_datetime("period_end")'
@@ -61,11 +74,11 @@ def _rgba(hex_colour, alpha):
     return f"{r},{g},{b},{alpha}"
 
 
-def _fill_symbol(name, i):
+def _fill_symbol(name, fill, outline, alpha, width_mm):
     props = {
-        "color": _rgba(palette.CLUSTER_COLOURS[i], palette.FILL_ALPHA),
-        "outline_color": _rgba(palette.OUTLINE_COLOURS[i], 255),
-        "outline_width": f"{palette.OUTLINE_WIDTH_MM:g}",
+        "color": _rgba(fill, alpha),
+        "outline_color": _rgba(outline, 255),
+        "outline_width": f"{width_mm:g}",
         "outline_width_unit": "MM",
         "outline_style": "solid",
         "style": "solid",
@@ -76,26 +89,139 @@ def _fill_symbol(name, i):
             f'<layer class="SimpleFill" enabled="1" pass="0" locked="0">{body}</layer></symbol>')
 
 
-def series_qml(gdf) -> str:
-    """The QML of a series layer's default style: temporal properties on, clusters coloured as everywhere else."""
-    temporal = ('<temporal enabled="1" mode="4" startField="period_start" endField="period_end" '
-                f'startExpression={quoteattr(START_EXPRESSION)} endExpression={quoteattr(END_EXPRESSION)} '
-                'durationField="" durationUnit="min" fixedDuration="0" accumulate="0" limitMode="0">'
-                '<fixedRange><start></start><end></end></fixedRange></temporal>')
-    renderer = ""
-    categories = "Temporal"
-    if "cluster_id" in gdf.columns and len(gdf):
-        ids = sorted({int(v) for v in gdf["cluster_id"].dropna()})
-        idx = palette.colour_index(ids).tolist() if ids else []
-        cats = "".join(f'<category render="true" symbol="{n}" value="{v}" label="cluster {v}"/>'
-                       for n, v in enumerate(ids))
-        symbols = "".join(_fill_symbol(n, i) for n, i in enumerate(idx))
-        renderer = (f'<renderer-v2 type="categorizedSymbol" attr="cluster_id" symbollevels="0" enableorderby="0" '
-                    f'forceraster="0"><categories>{cats}</categories><symbols>{symbols}</symbols>'
-                    f'<source-symbol>{_fill_symbol(0, 0)}</source-symbol></renderer-v2>')
-        categories = "Symbology|Temporal"
+def _cluster_symbol(name, i):
+    return _fill_symbol(name, palette.CLUSTER_COLOURS[i], palette.OUTLINE_COLOURS[i], palette.FILL_ALPHA,
+                        palette.OUTLINE_WIDTH_MM)
+
+
+def _cell_symbol(name, fill):
+    return _fill_symbol(name, fill, palette._darker(fill), palette.CELL_FILL_ALPHA, palette.CELL_OUTLINE_WIDTH_MM)
+
+
+def _level_symbol(name, c):
+    return _fill_symbol(name, palette.LEVEL_COLOURS[c], palette.LEVEL_OUTLINE_COLOURS[c], palette.LEVEL_FILL_ALPHA,
+                        palette.OUTLINE_WIDTH_MM * 0.75)
+
+
+def _categorised(attr, cats, source, order_by=None):
+    """A categorised renderer: ``cats`` is a list of ``(value, label, symbol xml)``."""
+    c = "".join(f'<category render="true" symbol="{n}" value={quoteattr(str(v))} label={quoteattr(lab)}/>'
+                for n, (v, lab, _) in enumerate(cats))
+    sym = "".join(x for _, _, x in cats)
+    return (f'<renderer-v2 type="categorizedSymbol" attr={quoteattr(attr)} symbollevels="0" '
+            f'{_order(order_by)} forceraster="0"><categories>{c}</categories><symbols>{sym}</symbols>'
+            f'<source-symbol>{source}</source-symbol>{_order_clause(order_by)}</renderer-v2>')
+
+
+def _graduated(attr, ranges, source, order_by=None):
+    """A graduated renderer: ``ranges`` is a list of ``(lower, upper, label, symbol xml)``."""
+    r = "".join(f'<range render="true" symbol="{n}" lower="{lo!r}" upper="{hi!r}" label={quoteattr(lab)}/>'
+                for n, (lo, hi, lab, _) in enumerate(ranges))
+    sym = "".join(x for *_, x in ranges)
+    return (f'<renderer-v2 type="graduatedSymbol" attr={quoteattr(attr)} graduatedMethod="GraduatedColor" '
+            f'symbollevels="0" {_order(order_by)} forceraster="0"><ranges>{r}</ranges><symbols>{sym}</symbols>'
+            f'<source-symbol>{source}</source-symbol><mode name="manual"/>{_order_clause(order_by)}</renderer-v2>')
+
+
+def _order(order_by):
+    return f'enableorderby="{1 if order_by else 0}"'
+
+
+def _order_clause(order_by):
+    if not order_by:
+        return ""
+    return f'<orderby><orderByClause asc="1" nullsFirst="0">"{order_by}"</orderByClause></orderby>'
+
+
+_LABELS = ('<labeling type="simple"><settings calloutType="simple"><text-style fieldName="dp_count" isExpression="0" '
+           'fontSize="9" fontSizeUnit="Point" fontWeight="75" fontItalic="0" textColor="32,32,32,255" '
+           'textOpacity="1" multilineHeight="1" blendMode="0" previewBkgrdColor="255,255,255,255">'
+           '<text-buffer bufferDraw="1" bufferSize="1" bufferSizeUnits="MM" bufferColor="255,255,255,220" '
+           'bufferOpacity="1" bufferNoFill="1" bufferJoinStyle="128" bufferBlendMode="0"/></text-style>'
+           '<text-format wrapChar="" multilineAlign="3" formatNumbers="0" decimals="3" plussign="0"/>'
+           '<placement placement="1" centroidInside="1" centroidWhole="0" priority="5" dist="0" '
+           'placementFlags="10" overrunDistance="0" overrunDistanceUnit="MM"/>'
+           '<rendering obstacle="1" obstacleType="1" displayAll="0" upsidedownLabels="0" labelPerPart="0" '
+           'mergeLines="0" drawLabels="1" scaleVisibility="0" fontLimitPixelSize="0" limitNumLabels="0" '
+           'zIndex="0"/></settings></labeling>')
+
+
+def layer_kind(gdf) -> str:
+    """What a layer holds (:func:`dpgeo.io.palette.layer_kind`)."""
+    return palette.layer_kind(gdf)
+
+
+def _renderer(gdf, metadata):
+    """(renderer xml, labels xml) of a layer (:func:`layer_kind`), with the library's colours and classes."""
+    kind = layer_kind(gdf)
+    n = len(gdf)
+    if kind == "hotspots":
+        cats = [(k, palette.HOTSPOT_LABELS[k], _cell_symbol(j, palette.HOTSPOT_COLOURS[k]))
+                for j, k in enumerate(range(3, -4, -1))]
+        return _categorised("gi_bin", cats, _cell_symbol(0, palette.HOTSPOT_COLOURS[0])), ""
+    if kind == "levels":
+        _, classes = palette.level_classes(gdf["level"].to_numpy(dtype=float)) if n else (None, [])
+        ranges = [(lo, hi, f"{lo:g}" if lo == hi else f"{lo:g} – {hi:g}", _level_symbol(j, c))
+                  for j, (lo, hi, c) in enumerate(classes)]
+        order = "depth" if "depth" in gdf.columns else None  # the deeper (denser) drawn over the shallower
+        return _graduated("level", ranges, _level_symbol(0, 0), order), ""
+    if kind == "clusters":
+        if "cluster_id" not in gdf.columns:
+            return "", ""
+        fills, _, idx, *_ = palette.layer_style(gdf, metadata) if n else (None, None, [])
+        colour = {}  # an empty release keeps the style: categorised, labelled, no category yet
+        for v, i in zip(gdf["cluster_id"].tolist() if n else [], np.asarray(idx).tolist()):
+            if v is not None and v == v:
+                colour.setdefault(int(v), int(i))
+        cats = [(v, f"cluster {v}", _cluster_symbol(j, colour[v])) for j, v in enumerate(sorted(colour))]
+        return _categorised("cluster_id", cats, _cluster_symbol(0, 0)), (_LABELS if "dp_count" in gdf.columns else "")
+    fills, _, idx, legend, title, note = palette.layer_style(gdf, metadata)
+    if kind == "bands":
+        bands = sorted({int(b) for b in gdf["band"]})
+        colour = palette.band_colour(bands, max(bands) if bands else 1).tolist()
+        labels = {int(b): lab for b, (_, lab) in zip(gdf["band"], legend[::-1])}
+        cats = [(b, labels.get(b, f"band {b}"), _cell_symbol(j, fills[c])) for j, (b, c) in enumerate(zip(bands,
+                                                                                                     colour))]
+        return _categorised("band", cats, _cell_symbol(0, fills[0])), ""
+    c = palette.count_classes(gdf["dp_count"].to_numpy() if n else [],
+                              noise_halfwidth=palette.count_noise_halfwidth(gdf))
+    colour = palette.band_colour(np.arange(1, len(c.lower) + 1), len(c.lower)).tolist() if len(c.lower) else []
+    # integer classes lower ≤ v ≤ upper; QGIS ranges include their upper end
+    ranges = [(lo - 0.5, hi + 0.5, f"{lo:,}" if lo == hi else f"{lo:,} – {hi:,}", _cell_symbol(j, fills[k]))
+              for j, (lo, hi, k) in enumerate(zip(c.lower.tolist(), c.upper.tolist(), colour))]
+    return _graduated("dp_count", ranges, _cell_symbol(0, fills[0])), ""
+
+
+_TEMPORAL = ('<temporal enabled="1" mode="4" startField="period_start" endField="period_end" '
+             f'startExpression={quoteattr(START_EXPRESSION)} endExpression={quoteattr(END_EXPRESSION)} '
+             'durationField="" durationUnit="min" fixedDuration="0" accumulate="0" limitMode="0">'
+             '<fixedRange><start></start><end></end></fixedRange></temporal>')
+
+
+def layer_qml(gdf, metadata=None) -> str:
+    """The QML of a layer's default style: its renderer (:func:`layer_kind`), labels, and for a series the
+    temporal properties.
+
+    Examples
+    --------
+    >>> import geopandas as gpd, shapely
+    >>> g = gpd.GeoDataFrame({"gi_bin": [3, -2]}, geometry=[shapely.box(0, 0, 1, 1)] * 2)
+    >>> qml = layer_qml(g)
+    >>> 'type="categorizedSymbol" attr="gi_bin"' in qml, 'label="cold spot 95%"' in qml
+    (True, True)
+    """
+    renderer, labels = _renderer(gdf, metadata)
+    series = is_series_layer(gdf)
+    categories = "|".join(c for c, on in (("Symbology", renderer), ("Labeling", labels), ("Temporal", series)) if on)
     return ("<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n"
-            f'<qgis version="3.22.0" styleCategories="{categories}">{renderer}{temporal}</qgis>\n')
+            f'<qgis version="3.22.0" styleCategories="{categories or "Symbology"}" '
+            f'labelsEnabled="{1 if labels else 0}">{renderer}{labels}{_TEMPORAL if series else ""}</qgis>\n')
+
+
+def series_qml(gdf) -> str:
+    """The QML of a series layer's default style (:func:`layer_qml`): temporal properties on, coloured as
+    everywhere else."""
+    return layer_qml(gdf)
 
 
 _LAYER_STYLES = """CREATE TABLE IF NOT EXISTS layer_styles (

@@ -142,7 +142,7 @@ def privacy_statement(metadata: dict) -> PrivacyStatement:
     interval = md.get("dp_count_interval")
     counts = "dp_count is a noisy count of points"
     if isinstance(interval, str) and interval.startswith("95%"):
-        counts += "; the interval is a 95% range for the true count of the cluster's cells"
+        counts += f"; the interval is a 95% range for the true count of {_counted(md)}"
     elif interval:
         counts += f"; interval: {interval}"
     items.append(("Counts", counts))
@@ -189,3 +189,15 @@ def privacy_line(metadata: dict) -> str:
     if not s.private:
         parts.append("reasons: " + "; ".join(s.reasons))
     return f"{s.headline}: " + "; ".join(parts)
+
+
+def _counted(md) -> str:
+    """What one feature's ``dp_count`` counts the points of, in the words of the layer's kind."""
+    method = str(md.get("method") or "")
+    if method == "dp_heat_bands":
+        return "the band's cells"
+    if method.startswith(("dp_heat", "dp_hotspots")):
+        return "the cell"
+    if md.get("layer") == "levels":
+        return "the level's cells"
+    return "the cluster's cells"

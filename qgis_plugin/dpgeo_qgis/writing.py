@@ -289,7 +289,8 @@ class WritingMixin:
                 continue
             if qgis_crs_from_pyproj(layer.crs) != src_crs:  # pragma: no cover (the library writes both alike)
                 layer = layer.to_crs(gdf.crs)
-            extra_id = self._write_sink(layer, p.qgis, parameters, context, out_crs, transform,
+            extra_id = self._write_sink(layer, p.qgis, _same_file_as_a_layer(parameters, self.OUTPUT, p, context,
+                                                                             self), context, out_crs, transform,
                                         self.tr("Could not write the layer {}: {{}}").format(p.title))
             self._extra_layers.append((p, extra_id, len(layer)))
         feedback.setProgress(100.0)
@@ -418,6 +419,23 @@ class WritingMixin:
         if layers and QgsProcessingUtils.mapLayerFromString(self._dest_id, context) is not None:
             self.record_outputs(self._metadata, written_files, feedback)
         return dict(self._results)
+
+
+def _same_file_as_a_layer(parameters, main, p, context, alg):
+    """``parameters`` with the output ``p`` turned into a second layer of the main output's GeoPackage when both
+    name the same file (``OUTPUT=x.gpkg OUTPUT_LEVELS=x.gpkg``): the layer ``<layer>_<name>`` added to the file
+    the main output just wrote. Two sinks opening one file each as new would overwrite each other's file (and
+    QGIS waited on the lost one for ever)."""
+    first = destination_file(alg.parameterAsOutputLayer(parameters, main, context))
+    second = destination_file(alg.parameterAsOutputLayer(parameters, p.qgis, context))
+    if first is None or first != second or not first.lower().endswith(".gpkg"):
+        return parameters
+    text = str(alg.parameterAsOutputLayer(parameters, main, context))
+    m = re.search(r'table="((?:[^"]|"")*)"', text) or re.search(r"\|layername=([^|]+)", text)
+    base = m.group(1) if m else os.path.splitext(os.path.basename(first))[0]
+    table = f"{base}_{p.name}".replace('"', '""')
+    path = first.replace("'", "''")
+    return dict(parameters, **{p.qgis: f"ogr:dbname='{path}' table=\"{table}\" (geom)"})
 
 
 def _summary(result, metadata):

@@ -44,10 +44,15 @@ def test_heat_on_h3_cells_with_a_graduated_style(plugin, processing_module, samp
     # graduated on dp_count with the library's classes and colours
     r = layer.renderer()
     assert isinstance(r, QgsGraduatedSymbolRenderer) and r.classAttribute() == "dp_count"
-    lower, upper, _ = palette.count_classes([f["dp_count"] for f in layer.getFeatures()])
+    counts = [f["dp_count"] for f in layer.getFeatures()]
+    h = max(f["dp_count_high"] - f["dp_count"] for f in layer.getFeatures() if f["dp_count"] > 0)
+    lower, upper, _, _ = palette.count_classes(counts, noise_halfwidth=h)
     assert [(rg.lowerValue(), rg.upperValue()) for rg in r.ranges()] == [(a - 0.5, b + 0.5) for a, b in
                                                                           zip(lower, upper)]
-    assert [rg.symbol().color().name() for rg in r.ranges()] == list(palette.SEQUENTIAL_COLOURS[:len(lower)])
+    assert r.ranges()[-1].symbol().color().name() == palette.SEQUENTIAL_COLOURS[-1]  # the peak in the darkest
+    # the classes of the release: five, the lowest within the noise of an empty cell, the top one a peak
+    assert len(r.ranges()) == 5 and upper[0] == int(h)
+    assert sum(c >= lower[-1] for c in counts) <= 0.05 * len(counts) and max(counts) == upper[-1]
     rec = _records(meta["release_id"])
     assert len(rec) == 1 and rec[0].mechanism == "dp-heat" and rec[0].status == "completed"
 

@@ -267,8 +267,12 @@ def test_style_uses_the_library_palette(plugin, processing_module, sample_points
     assert isinstance(renderer, QgsCategorizedSymbolRenderer)
     cats = renderer.categories()
     assert len(cats) >= 2
-    ids = [c.value() for c in cats]
-    for cat, i in zip(cats, palette.colour_index(ids).tolist()):
+    from dpgeo_qgis.style import layer_frame
+
+    frame = layer_frame(layer)  # the library's colours of these clusters: neighbours apart
+    colour = dict(zip(frame["cluster_id"].tolist(), palette.layer_style(frame)[2].tolist()))
+    for cat in cats:
+        i = colour[int(cat.value())]
         layer_symbol = cat.symbol().symbolLayer(0)
         assert layer_symbol.color().name() == palette.CLUSTER_COLOURS[i]
         assert layer_symbol.color().alpha() == palette.FILL_ALPHA

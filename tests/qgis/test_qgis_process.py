@@ -106,3 +106,29 @@ def test_default_venv_location_is_found(qgis_process, sample_study_area, tmp_pat
                              "MIN_POINTS=100", f"STUDY_AREA_LAYER={sample_study_area}", venv=False,
                              home=tmp_path))
     assert out["results"]["GAMMA"] > 0
+
+
+def test_both_outputs_into_one_geopackage(qgis_process, qgis_app, sample_points, sample_study_area, tmp_path):
+    """OUTPUT=x.gpkg OUTPUT_LEVELS=x.gpkg: two layers in one file, each styled (it hung: both sinks created the
+    file anew, and QGIS waited on the one the other had deleted)."""
+    import subprocess
+
+    from qgis.core import QgsCategorizedSymbolRenderer, QgsGraduatedSymbolRenderer, QgsVectorLayer
+
+    path, name = sample_points
+    out_path = tmp_path / "same.gpkg"
+    try:
+        proc = qgis_process("--json", "run", "dpgeo:dbscanspans", "--", f"INPUT={path}|layername={name}",
+                            "EPSILON=1", f"STUDY_AREA_LAYER={sample_study_area}", f"OUTPUT={out_path}",
+                            f"OUTPUT_LEVELS={out_path}", timeout=200)
+    except subprocess.TimeoutExpired:
+        pytest.fail("qgis_process did not finish with both outputs in one GeoPackage")
+    out = _json(proc)
+    assert out["results"]["DIFFERENTIALLY_PRIVATE"] is True
+    main = QgsVectorLayer(f"{out_path}|layername=same", "main", "ogr")
+    levels = QgsVectorLayer(f"{out_path}|layername=same_levels", "levels", "ogr")
+    assert main.isValid() and levels.isValid()
+    assert main.featureCount() == out["results"]["N_CLUSTERS"] and levels.featureCount() > main.featureCount()
+    assert isinstance(main.renderer(), QgsCategorizedSymbolRenderer)
+    assert isinstance(levels.renderer(), QgsGraduatedSymbolRenderer)
+    assert "dpgeo metadata (JSON)" in main.metadata().abstract()
