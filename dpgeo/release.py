@@ -56,11 +56,25 @@ def dataset_key(points, dataset=None) -> tuple[str, bool]:
         from .budget import dataset_key_for_path
 
         return dataset_key_for_path(os.fsdecode(points) if isinstance(points, bytes) else points), False
+    from .counting.postgis import DATABASE_DATASET, is_database_input
+
+    if is_database_input(points):
+        return DATABASE_DATASET, False
     return IN_MEMORY_DATASET, False
 
 
 def _is_path(points) -> bool:
-    return isinstance(points, (str, bytes)) or hasattr(points, "__fspath__")
+    from .counting.postgis import is_database_input
+
+    return (isinstance(points, (str, bytes)) or hasattr(points, "__fspath__")) and not is_database_input(points)
+
+
+def _database_note():
+    from .counting.postgis import DATABASE_DATASET
+
+    return (f"no dataset name given: this release from a database is charged to {DATABASE_DATASET!r}, shared by "
+            "every unnamed database run. Name the dataset (dataset=NAME, --dataset NAME) so that the budget is kept "
+            "per population")
 
 
 @dataclass(frozen=True)
@@ -271,6 +285,8 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
     elif _is_path(points):
         r = book.resolve(points, dataset)
         choice = DatasetChoice(r.key, r.published, tuple(zip(r.notes, r.content_notes)))
+    elif dataset is None and dataset_key(points)[0] != IN_MEMORY_DATASET:  # a database input without a name
+        choice = DatasetChoice(dataset_key(points)[0], None, ((_database_note(), False),))
     elif dataset is None:
         choice = DatasetChoice(IN_MEMORY_DATASET, None, ((_in_memory_note(), False),))
     else:

@@ -177,3 +177,26 @@ def start_server() -> PgServer:
         server.stop()
         raise PgUnavailable(f"the PostGIS extension cannot be created (apt-get install postgis): {exc}") from None
     return server
+
+
+def load_layer(server, dbname, table, gdf, *, srid=None, geometry="geom", geometry_type="Point"):
+    """Copy a GeoDataFrame into a new PostGIS table ``table`` (its columns as text, ``date`` columns as
+    ``timestamptz``), in order; returns the table name."""
+    import shapely
+
+    srid = srid or gdf.crs.to_epsg()
+    cols = [c for c in gdf.columns if c != gdf.geometry.name]
+    types = {c: ("timestamptz" if c in ("date", "reported_at") else
+                 "bigint" if str(gdf[c].dtype).startswith("int") else "text") for c in cols}
+    col_sql = "".join(f', "{c}" {types[c]}' for c in cols)
+    with server.connect(dbname) as conn:
+        conn.execute(f'CREATE TABLE "{table}" (id serial PRIMARY KEY, "{geometry}" geometry({geometry_type}, {srid})'
+                     f"{col_sql})")
+        wkb = shapely.to_wkb(shapely.set_srid(gdf.geometry.values, srid), hex=True, include_srid=True)
+        with conn.cursor().copy(f'COPY "{table}" ("{geometry}"{"".join(f", {chr(34)}{c}{chr(34)}" for c in cols)})'
+                                " FROM STDIN") as copy:
+            values = [gdf[c].to_numpy() for c in cols]
+            for i in range(len(gdf)):
+                copy.write_row([wkb[i]] + [None if v[i] is None or v[i] != v[i] else str(v[i]) for v in values])
+        conn.execute(f'ANALYZE "{table}"')
+    return table
