@@ -73,12 +73,16 @@ class PgServer:
     passfile: str = ""
     _n: int = 0
 
-    def url(self, dbname="postgres", **query) -> str:
-        """``postgresql://USER@127.0.0.1:PORT/DB?k=v`` (the password comes from the password file)."""
+    def url(self, dbname="postgres", host=None, **query) -> str:
+        """``postgresql://USER@127.0.0.1:PORT/DB?k=v`` (the password comes from the password file).
+
+        ``host="localhost"`` names the server by a name that appears nowhere else (tests that scan outputs
+        for the host).
+        """
         from urllib.parse import urlencode
 
         q = ("?" + urlencode(query)) if query else ""
-        return f"postgresql://{self.user}@{self.host}:{self.port}/{dbname}{q}"
+        return f"postgresql://{self.user}@{host or self.host}:{self.port}/{dbname}{q}"
 
     def connect(self, dbname="postgres", **kw):
         import psycopg
@@ -165,7 +169,7 @@ def start_server() -> PgServer:
     passdir = tempfile.mkdtemp(prefix="dpgeo-pgpass-")
     server.passfile = os.path.join(passdir, "pgpass")
     with open(server.passfile, "w") as f:
-        f.write(f"127.0.0.1:{port}:*:{user}:{password}\n")
+        f.write(f"127.0.0.1:{port}:*:{user}:{password}\nlocalhost:{port}:*:{user}:{password}\n")
     os.chmod(server.passfile, 0o600)
     os.environ["PGPASSFILE"] = server.passfile
     try:

@@ -122,3 +122,47 @@ def test_structure_errors_are_one_line_without_the_connection(postgres_db):
     for err in (e, e2):
         text = str(err.value)
         assert "127.0.0.1" not in text and str(server.port) not in text and "nobody_x" not in text
+
+
+def _cli(*args, env=None):
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "dpgeo", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_the_cli_gives_the_same_release_and_no_credential_anywhere(stops_db, tmp_path):
+    import os
+
+    server, db = stops_db
+    url = server.url(db, host="localhost")
+    common = ["--epsilon", "0.5", "--radius", "150", "--min-points", "40", "--domain", str(SAMPLE_AREA),
+              "--seed", "7", "--dataset", "minneapolis-stops"]
+    env = {"DPGEO_LEDGER": str(tmp_path / "ledger.sqlite")}
+    pg = _cli("spans", url, "--table", "stops", "-o", str(tmp_path / "pg.gpkg"), "-o", str(tmp_path / "pg.html"),
+              *common, env=env)
+    assert pg.returncode == 0, pg.stderr
+    assert "reading PostGIS table 'stops'" in pg.stderr
+    f = _cli("spans", str(SAMPLE_POINTS), "-o", str(tmp_path / "file.gpkg"), *common, env=env)
+    assert f.returncode == 0, f.stderr
+    a, b = gpd.read_file(tmp_path / "pg.gpkg"), gpd.read_file(tmp_path / "file.gpkg")
+    assert len(a) == len(b) > 0 and a.geometry.geom_equals_exact(b.geometry, 0).all()
+    q = _cli("spans", url, "--sql", "SELECT geom FROM stops WHERE id % 2 = 0", "-o", str(tmp_path / "q.gpkg"),
+             *common, env=env)
+    assert q.returncode == 0, q.stderr
+    bad = _cli("spans", url, "--table", "nope", "-o", str(tmp_path / "bad.gpkg"), *common, env=env)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and not (tmp_path / "bad.gpkg").exists()
+    # the password, user, host and port of the connection: in no output, ledger row, message
+    secrets = [server.password, server.user, "localhost", f":{server.port}", "postgresql://"]
+    for text in (pg.stderr, pg.stdout, q.stderr, bad.stderr):
+        for s in secrets:
+            assert s not in text
+    for name in os.listdir(tmp_path):
+        data = (tmp_path / name).read_bytes()
+        for s in secrets:
+            assert s.encode() not in data, (s, name)

@@ -67,6 +67,8 @@ class Service:
                 self.ledger.set_total(ds.name, ds.total_epsilon, by="dpgeo serve configuration")
                 LOG.info("dataset %s: total epsilon set to %s (was %s)", ds.name, format_exact(ds.total_epsilon),
                          "none" if b.total_epsilon is None else format_exact(b.total_epsilon))
+            if ds.path is None:  # a PostGIS input: known by its declared name (no file content to fingerprint)
+                continue
             # its file, by content: a run on it from the command line, Python or QGIS is charged to it too
             self.ledger.declare(ds.name, [ds.path], total_epsilon=ds.total_epsilon, by="dpgeo serve configuration")
             others = [n for n in self.ledger.declared_for(ds.path) if n != ds.name]
