@@ -1,0 +1,52 @@
+"""The plugin on a PostGIS layer, in real QGIS (the postgres provider) against a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.qgis, pytest.mark.postgres]
+
+
+@pytest.fixture(scope="module")
+def pg_stops(postgres_server, sample_points):
+    import geopandas as gpd
+
+    from postgres import load_layer
+
+    path, name = sample_points
+    db = postgres_server.new_database("qgis")
+    load_layer(postgres_server, db, "stops", gpd.read_file(path, layer=name))
+    return postgres_server, db
+
+
+def _pg_layer(server, db, table="stops"):
+    from qgis.core import QgsDataSourceUri, QgsVectorLayer
+
+    uri = QgsDataSourceUri()
+    uri.setConnection("127.0.0.1", str(server.port), db, server.user, "")  # the password: from PGPASSFILE
+    uri.setDataSource("public", table, "geom", "", "id")
+    layer = QgsVectorLayer(uri.uri(False), table, "postgres")
+    assert layer.isValid(), layer.dataProvider().error().message() if layer.dataProvider() else "no provider"
+    return layer
+
+
+def test_the_plugin_runs_on_a_postgis_layer(plugin, processing_module, pg_stops, sample_points, sample_study_area,
+                                            feedback, tmp_path):
+    from qgis.core import QgsProject, QgsVectorLayer
+
+    server, db = pg_stops
+    layer = _pg_layer(server, db)
+    QgsProject.instance().addMapLayer(layer)
+    try:
+        assert layer.featureCount() == 51920
+        out = str(tmp_path / "spans.gpkg")
+        res = processing_module.run("dpgeo:dbscanspans", {
+            "INPUT": layer, "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100,
+            "STUDY_AREA_LAYER": sample_study_area, "OUTPUT": out}, feedback=feedback)
+        assert res["DIFFERENTIALLY_PRIVATE"] is True and res["N_CLUSTERS"] >= 1
+        assert any("51920" in line.replace(",", "") for line in feedback.infos), feedback.infos
+        assert QgsVectorLayer(out, "spans", "ogr").featureCount() == res["N_CLUSTERS"]
+        log = feedback.log()
+        assert server.password not in log and server.user not in log
+    finally:
+        QgsProject.instance().removeMapLayer(layer.id())
