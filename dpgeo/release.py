@@ -225,7 +225,8 @@ class Charge:
         from .errors import DpgeoError
 
         try:
-            Ledger(self.ledger_path).add_outputs(self.release_id, [os.path.abspath(p) for p in paths])
+            Ledger(self.ledger_path).add_outputs(self.release_id, [p if p.startswith("PostGIS table ")
+                                                                  else os.path.abspath(p) for p in paths])
         except DpgeoError as exc:
             warnings.warn(f"the file was written but not recorded with its release in the ledger: {exc}",
                           BudgetWarning, stacklevel=3)
@@ -410,8 +411,8 @@ class Release:
         return bool(self.metadata.get("differentially_private"))
 
     def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap="osm", attribution=None,
-                title=None, levels=None) -> str:
-        """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension.
+                title=None, levels=None, replace=False) -> str:
+        """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension, or a PostGIS table.
 
         GeoJSON and the HTML map are always EPSG:4326 (RFC 7946); a
         GeoPackage is in the working CRS unless ``crs`` is given, through
@@ -430,6 +431,11 @@ class Release:
         ``<stem>_levels.geojson`` beside a GeoJSON file, a switch between the
         map and its levels in an HTML map, the levels drawn in a PNG. Default:
         when the release was made with ``levels=True``.
+
+        A PostGIS table: ``path`` is ``postgresql://USER@HOST/DATABASE?table=[SCHEMA.]NAME`` (no password:
+        libpq finds it in ~/.pgpass, PGPASSWORD or a service file); the table gets the layer, its comment and
+        the side table ``dpgeo_metadata`` the metadata (:mod:`dpgeo.io.postgis`). An existing table is
+        refused unless ``replace=True``. The ledger records ``PostGIS table 'NAME'``, never the connection.
         """
         from .io.paths import check_not_input
 
@@ -442,13 +448,13 @@ class Release:
             side = os.path.splitext(os.fspath(path))[0] + "_levels.geojson"
             check_not_input(side, self._protected)
         md = dict(self.metadata)
-        if crs is not None and output_driver(path, driver) == "GPKG":
+        if crs is not None and output_driver(path, driver) in ("GPKG", "PostGIS"):
             from pyproj import CRS
 
             c = CRS.from_user_input(crs)
             md["output_crs"] = f"EPSG:{c.to_epsg()}" if c.to_epsg() else c.name
         written = write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                              attribution=attribution, title=title, levels=lv)
+                              attribution=attribution, title=title, levels=lv, replace=replace)
         if self._charge is not None:
             self._charge.record_outputs([written] + ([side] if side else []))
         return written

@@ -70,7 +70,11 @@ def _add_input_args(p):
     p.add_argument("input", help=_INPUT_HELP)
     p.add_argument("-o", "--output", required=True, action="append", metavar="OUTPUT",
                    help="output .gpkg, .geojson, .html (self-contained web map) or .png (static map), written "
-                        "atomically; give -o several times to write the same release (one charge) to several files")
+                        "atomically, or a PostGIS table: 'postgresql://USER@HOST/DATABASE?table=NAME' (its metadata "
+                        "in the table's comment and the dpgeo_metadata table); give -o several times to write the "
+                        "same release (one charge) to several files")
+    p.add_argument("--replace", action="store_true",
+                   help="replace a PostGIS output table that exists (default: refuse; files are always replaced)")
     g = p.add_argument_group("input")
     g.add_argument("--layer", default=None, help="layer name in a multi-layer input")
     g.add_argument("--x", default=None, metavar="COLUMN", help="x/longitude column of a table (CSV, Parquet)")

@@ -50,3 +50,30 @@ def test_the_plugin_runs_on_a_postgis_layer(plugin, processing_module, pg_stops,
         assert server.password not in log and server.user not in log
     finally:
         QgsProject.instance().removeMapLayer(layer.id())
+
+
+def test_a_release_written_to_postgis_opens_in_qgis_with_its_metadata(qgis_app, postgres_db, sample_points,
+                                                                       sample_study_area):
+    import json
+
+    import dpgeo
+
+    server, db = postgres_db
+    path, name = sample_points
+    res = dpgeo.dbscan_spans(path, epsilon=1.0, radius_m=200, min_points=100, domain=sample_study_area,
+                             ledger=False)
+    written = res.to_file(server.url(db, table="stops_clusters_2026_11"))
+    assert written == "PostGIS table 'stops_clusters_2026_11'"
+    layer = _pg_layer(server, db, "stops_clusters_2026_11")
+    try:
+        assert layer.featureCount() == len(res.layer) >= 1
+        assert layer.crs().authid() == res.metadata["working_crs"]
+        comment = layer.dataComment()
+        meta = json.loads(comment.split("dpgeo metadata (JSON):\n", 1)[1])
+        assert meta["release_id"] == res.metadata["release_id"] and meta["epsilon"] == 1.0
+        assert "differentially_private=true" in comment
+        assert {"cluster_id", "dp_count"} <= {f.name() for f in layer.fields()}
+    finally:
+        from qgis.PyQt import sip
+
+        sip.delete(layer)
