@@ -51,7 +51,8 @@ def need_psycopg():
     try:
         import psycopg
     except ImportError:
-        raise InputError("reading or writing PostgreSQL needs psycopg 3: pip install 'dpgeo[postgres]'") from None
+        raise InputError("reading or writing PostgreSQL needs psycopg 3 (the postgres extra): "
+                         "pip install 'psycopg[binary]'") from None
     return psycopg
 
 

@@ -110,7 +110,7 @@ def start_server() -> PgServer:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        raise PgUnavailable("psycopg 3 is not installed (pip install 'dpgeo[postgres]')") from None
+        raise PgUnavailable("psycopg 3 is not installed (the postgres extra: pip install 'psycopg[binary]')") from None
     bindir = _bin_dir()
     as_user = []
     folder = tempfile.mkdtemp(prefix="dpgeo-pg-")
