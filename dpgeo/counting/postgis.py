@@ -269,8 +269,10 @@ class PostgisSource(PointSource):
             pending, n_pending = [], 0
             try:
                 with conn.cursor().copy(self._copy_sql(by_blocks)) as copy:
-                    for chunk in _copy_fields(copy, self.label):
-                        recs = np.frombuffer(chunk, dtype=dt)
+                    chunks = _copy_fields(copy, self.label) if by_blocks else _copy_rows(copy, self.label, dt,
+                                                                                           self.batch_rows)
+                    for chunk in chunks:
+                        recs = np.frombuffer(chunk, dtype=dt) if isinstance(chunk, bytes) else chunk
                         pending.append(recs)
                         n_pending += recs.size
                         if n_pending >= self.batch_rows:
@@ -330,6 +332,45 @@ def _copy_fields(copy, label):
             pos = end
         del buf[:pos]
         yield from out
+
+
+def _copy_rows(copy, label, dt, batch_rows):
+    """Records of a binary COPY stream of one fixed-width field per row, decoded many rows at a time."""
+    row = np.dtype([("nf", ">i2"), ("size", ">i4"), ("rec", dt)])
+    buf = bytearray()
+    started = False
+    parts = []
+    for data in copy:
+        parts.append(data)
+        if len(parts) < 4096:
+            continue
+        buf += b"".join(parts)
+        parts = []
+        if not started:
+            buf, started = _skip_header(buf, label), True
+        n = len(buf) // row.itemsize
+        if n >= batch_rows or n >= 65536:
+            yield _records(bytes(buf[:n * row.itemsize]), row, label)
+            del buf[:n * row.itemsize]
+    buf += b"".join(parts)
+    if not started:
+        buf = _skip_header(buf, label)
+    n = len(buf) // row.itemsize
+    if n:
+        yield _records(bytes(buf[:n * row.itemsize]), row, label)
+
+
+def _skip_header(buf, label):
+    if bytes(buf[:11]) != _COPY_SIGNATURE:
+        raise InputError(f"cannot read {label}: the server sent an unexpected COPY stream")
+    return bytearray(buf[19 + int.from_bytes(buf[15:19], "big"):])
+
+
+def _records(data, row, label):
+    rows = np.frombuffer(data, dtype=row)
+    if rows.size and ((rows["nf"] != 1).any() or (rows["size"] != row["rec"].itemsize).any()):
+        raise InputError(f"cannot read {label}: the server sent records of an unexpected size")
+    return rows["rec"]
 
 
 def _points(rows):
