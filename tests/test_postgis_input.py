@@ -166,3 +166,26 @@ def test_the_cli_gives_the_same_release_and_no_credential_anywhere(stops_db, tmp
         data = (tmp_path / name).read_bytes()
         for s in secrets:
             assert s.encode() not in data, (s, name)
+
+
+def test_a_series_from_a_timestamptz_column_equals_the_geopackage_text_times(stops_db):
+    """The sample's ``date`` is ISO text in the GeoPackage and ``timestamptz`` in PostGIS: same periods, same maps."""
+    server, db = stops_db
+    kw = dict(epsilon=1.0, cell_m=500, domain=str(SAMPLE_AREA), seed=3, ledger=False, time="date", period="quarter",
+              period_start="2017-01-01", period_end="2018-01-01", timezone="America/Chicago")
+    a = dpgeo.heat(str(SAMPLE_POINTS), **kw)
+    b = dpgeo.heat(dpgeo.postgis(server.url(db), table="stops"), **kw)
+    cols = ["period", "cell_id", "dp_count"]
+    pa_, pb = (r.layer[cols].sort_values(cols[:2]).reset_index(drop=True) for r in (a, b))
+    assert len(pa_) > 0 and pa_.equals(pb)
+
+
+def test_a_person_cap_keeps_as_many_points_as_from_the_geopackage(stops_db):
+    server, db = stops_db
+    kw = dict(epsilon=1.0, radius_m=200, min_points=50, domain=str(SAMPLE_AREA), seed=5, ledger=False,
+              person="neighborhood", max_points_per_person=40)
+    a = dpgeo.dbscan_spans(str(SAMPLE_POINTS), **kw)
+    b = dpgeo.dbscan_spans(dpgeo.postgis(server.url(db), table="stops"), **kw)
+    # which points a person keeps is drawn at random in reading order (physical in PostGIS); how many is not
+    assert a.diagnostics["n_used"] == b.diagnostics["n_used"]
+    assert a.diagnostics.get("n_dropped_by_person_cap") == b.diagnostics.get("n_dropped_by_person_cap")
