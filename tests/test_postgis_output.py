@@ -61,3 +61,22 @@ def test_messages_never_name_the_connection(postgres_server, release):
         assert s not in str(e.value)
     with pytest.raises(OutputError, match="names its table"):
         release.to_file(postgres_server.url("postgres"))
+
+
+def test_dpgeo_info_reads_a_release_table(postgres_db, release):
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    server, db = postgres_db
+    target = server.url(db, table="clusters")
+    release.to_file(target)
+    r = subprocess.run([sys.executable, "-m", "dpgeo", "info", target, "--json"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    assert json.loads(r.stdout)["release_id"] == release.metadata["release_id"]
+    assert dpgeo.read_layer_metadata(target) == release.metadata

@@ -291,7 +291,8 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
     Parameters
     ----------
     path : str or os.PathLike
-        A ``.gpkg``, ``.geojson``, ``.html`` or ``.png`` written by dpgeo.
+        A ``.gpkg``, ``.geojson``, ``.html`` or ``.png`` written by dpgeo, or a release table in PostGIS
+        (``postgresql://USER@HOST/DATABASE?table=NAME``).
     engine : {"auto", "pyogrio", "fiona"}, default "auto"
         GDAL binding that reads a GeoPackage's layer metadata; the other
         formats are read without one.
@@ -303,6 +304,15 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
     """
     p = os.fspath(path)
     pick_engine(engine, needed=False, write=False)  # a bad or missing engine is reported first
+    from ..postgres import is_postgres
+
+    if is_postgres(p):
+        from .postgis import read_postgis_metadata
+
+        try:  # a release table in PostGIS: postgresql://...?table=NAME
+            return read_postgis_metadata(p)
+        except OutputError as exc:
+            raise InputError(str(exc)) from None
     check_readable(p, "file")
     if not os.path.exists(p):
         raise InputError(f"{p!r} does not exist")
