@@ -44,7 +44,9 @@ def test_the_plugin_runs_on_a_postgis_layer(plugin, processing_module, pg_stops,
             "INPUT": layer, "EPSILON": 1.0, "RADIUS": 200, "MIN_POINTS": 100,
             "STUDY_AREA_LAYER": sample_study_area, "OUTPUT": out}, feedback=feedback)
         assert res["DIFFERENTIALLY_PRIVATE"] is True and res["N_CLUSTERS"] >= 1
-        assert any("51920" in line.replace(",", "") for line in feedback.infos), feedback.infos
+        read = [line for line in feedback.infos if line.startswith("Read ")]
+        assert len(read) == 1 and "51920" in read[0].replace(",", "") and "library's PostGIS reader" in read[0], \
+            feedback.infos
         assert QgsVectorLayer(out, "spans", "ogr").featureCount() == res["N_CLUSTERS"]
         log = feedback.log()
         assert server.password not in log and server.user not in log
@@ -73,6 +75,45 @@ def test_a_release_written_to_postgis_opens_in_qgis_with_its_metadata(qgis_app, 
         assert meta["release_id"] == res.metadata["release_id"] and meta["epsilon"] == 1.0
         assert "differentially_private=true" in comment
         assert {"cluster_id", "dp_count"} <= {f.name() for f in layer.fields()}
+    finally:
+        from qgis.PyQt import sip
+
+        sip.delete(layer)
+
+
+def test_the_library_reader_and_qgis_feature_reader_agree(plugin, processing_module, postgres_db, feedback):
+    """A table with a feature without geometry: both readers read the same points and count it the same way;
+    a layer with a person field or a filter is read feature by feature."""
+    import geopandas as gpd
+    import numpy as np
+    import shapely
+    from qgis.core import QgsProcessingFeedback
+
+    import dpgeo_qgis.reading as reading
+    from postgres import load_layer
+
+    server, db = postgres_db
+    rng = np.random.default_rng(4)
+    geoms = list(shapely.points(rng.uniform(-93.3, -93.2, 500), rng.uniform(44.9, 45.0, 500)))
+    geoms[7] = None
+    gdf = gpd.GeoDataFrame({"officer": [f"p{i % 9}" for i in range(500)]}, geometry=geoms, crs="EPSG:4326")
+    load_layer(server, db, "few", gdf)
+    layer = _pg_layer(server, db, "few")
+    try:
+        from qgis.core import QgsProcessingContext, QgsProcessingFeatureSource
+
+        ctx = QgsProcessingContext()
+        source = QgsProcessingFeatureSource(layer, ctx)
+        target, name = reading.fast_read_target(layer, layer)
+        import dpgeo
+
+        fast = reading.read_postgis_fast(dpgeo, target, source, QgsProcessingFeedback())
+        slow = reading.read_points(source, QgsProcessingFeedback())
+        assert fast[3] == slow[3] == 1  # the feature without geometry
+        assert sorted(zip(fast[0], fast[1])) == sorted(zip(slow[0], slow[1]))
+        layer.setSubsetString("id > 10")
+        with pytest.raises(reading.NoFastRead, match="filter"):
+            reading.fast_read_target(layer, layer)
     finally:
         from qgis.PyQt import sip
 
