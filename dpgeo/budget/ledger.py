@@ -76,7 +76,20 @@ class Ledger:
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
             raise ParameterError(f"the ledger lock timeout must be a number of seconds >= 0, got {timeout!r}")
         self.timeout = float(timeout)
-        self._store = Store(self.path, self.timeout, create_folder=is_default)
+        from .pgstore import LedgerURL
+
+        if isinstance(self.path, LedgerURL):  # postgresql://...: the same ledger in a PostgreSQL database
+            from ..errors import DpgeoError
+            from ..postgres import Connection
+            from .pgstore import PgStore
+
+            try:
+                Connection.parse(self.path.conninfo)
+            except DpgeoError as exc:
+                raise LedgerError(f"the privacy-budget ledger (PostgreSQL): {exc}") from None
+            self._store = PgStore(self.path, self.timeout)
+        else:
+            self._store = Store(self.path, self.timeout, create_folder=is_default)
 
     def __repr__(self):
         return f"Ledger({self.path!r})"

@@ -27,6 +27,12 @@ def ledger_path(path=None) -> str:
         path = os.environ.get(LEDGER_ENV) or None
     if path is None:
         return _default_path()
+    from ..postgres import is_postgres
+
+    if is_postgres(path):  # a ledger on PostgreSQL (dpgeo.budget.pgstore): printed as "(PostgreSQL)"
+        from .pgstore import LedgerURL
+
+        return LedgerURL(str.__str__(path).strip())
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 
