@@ -40,6 +40,11 @@ _KEYS = {"dataset_aliases": ("alias",), "dataset_files": ("dataset", "digest"), 
 _LABEL = "(PostgreSQL)"
 
 
+def is_ledger_url(value) -> bool:
+    """Whether a ledger location is a PostgreSQL connection (``postgresql://``, ``postgres://``, ``service=``)."""
+    return isinstance(value, str) and bool(re.match(r"\s*(postgres(ql)?://|(service|dbname|host)\s*=)", value, re.I))
+
+
 class LedgerURL(str):
     """A ledger's connection string that prints as ``(PostgreSQL)`` in every message and ``repr``."""
 
