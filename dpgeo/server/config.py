@@ -204,8 +204,21 @@ def parse_config(raw: dict, path) -> ServerConfig:
 def _server(t: dict, base: str) -> ServerSettings:
     w = "[server]"
     _only(t, set(ServerSettings.__dataclass_fields__) - {"ledger_from"}, w)  # (where the ledger came from: derived)
-    ledger, ledger_from = resolve_ledger(_path(t, "ledger", base, w))
-    if ledger_from == "configuration" and not os.path.isdir(os.path.dirname(ledger)):
+    from ..budget.pgstore import is_ledger_url
+
+    on_pg = is_ledger_url(t.get("ledger"))
+    if on_pg:  # a ledger on PostgreSQL, shared by replicas (docs/service.md): no password in it
+        from ..budget import ledger_path
+        from ..postgres import Connection
+
+        try:
+            Connection.parse(t["ledger"])
+        except DpgeoError as exc:
+            raise ConfigError(f"{w} ledger: {exc}") from None
+        ledger, ledger_from = ledger_path(t["ledger"]), "configuration"
+    else:
+        ledger, ledger_from = resolve_ledger(_path(t, "ledger", base, w))
+    if ledger_from == "configuration" and not on_pg and not os.path.isdir(os.path.dirname(ledger)):
         raise ConfigError(f"{w} ledger: the folder of {ledger!r} does not exist (the ledger file itself is created "
                           "on first use)")
     releases = _path(t, "releases", base, w, required=True)
@@ -214,7 +227,7 @@ def _server(t: dict, base: str) -> ServerSettings:
     if not os.path.isdir(os.path.dirname(releases)):
         raise ConfigError(f"{w} releases: the folder containing {releases!r} does not exist")
     jobs = _path(t, "jobs", base, w) or os.path.join(os.path.dirname(ledger) if ledger_from == "configuration"
-                                                     else base, "jobs.sqlite")
+                                                     and not on_pg else base, "jobs.sqlite")
     owner_log = _path(t, "owner_log", base, w)
     url = _str(t, "url", w)
     if url is not None:
