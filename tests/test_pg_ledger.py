@@ -101,3 +101,23 @@ def test_messages_never_name_the_connection(postgres_server):
         assert s not in str(e.value)
     with pytest.raises(LedgerError, match="holds a password"):
         Ledger(f"postgresql://u:{postgres_server.password}@localhost/db")
+
+
+def test_budget_migrate_copies_a_sqlite_ledger(pg_ledger, tmp_path):
+    _, url = pg_ledger
+    src = tmp_path / "ledger.sqlite"
+    book = Ledger(src)
+    book.set_total("stops", 2)
+    book.reserve("stops", epsilon=0.5, mechanism="m").complete(outputs=["/tmp/a.gpkg"])
+    book.reserve("stops", epsilon=0.25, mechanism="m").cancel()
+    r = subprocess.run([sys.executable, "-m", "dpgeo", "budget", "migrate", str(src), "--ledger", url],
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()), timeout=120)
+    assert r.returncode == 0, r.stderr
+    a, b = Ledger(src).budget("stops"), Ledger(url).budget("stops")
+    assert (a.total_epsilon, a.spent_epsilon) == (b.total_epsilon, b.spent_epsilon) == (2, Fraction(1, 2))
+    assert [x.release_id for x in a.releases] == [x.release_id for x in b.releases]
+    Ledger(url).reserve("stops", epsilon=1, mechanism="after")  # its sequences go on after the copied rows
+    again = subprocess.run([sys.executable, "-m", "dpgeo", "budget", "migrate", str(src), "--ledger", url],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()), timeout=120)
+    assert again.returncode == 2 and "already holds releases" in again.stderr
+    assert "localhost" not in again.stderr + r.stdout + r.stderr

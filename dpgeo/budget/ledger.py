@@ -94,6 +94,20 @@ class Ledger:
     def __repr__(self):
         return f"Ledger({self.path!r})"
 
+    def copy_from(self, sqlite_ledger) -> dict:
+        """Copy every row of a SQLite ledger file into this ledger on PostgreSQL, which holds no release yet
+        (``dpgeo budget migrate``); returns the rows copied per table. The SQLite file is left as it was."""
+        from .pgstore import PgStore, copy_ledger
+
+        if not isinstance(self._store, PgStore):
+            raise LedgerError("dpgeo budget migrate copies a SQLite ledger into a ledger on PostgreSQL: give "
+                              "--ledger postgresql://USER@HOST/DATABASE")
+        source = Ledger(sqlite_ledger, timeout=self.timeout)
+        if isinstance(source._store, PgStore) or not os.path.isfile(source.path):
+            raise LedgerError(f"{sqlite_ledger!r} is not a SQLite ledger file")
+        source.datasets()  # an older schema is upgraded first, as by any dpgeo that opens it
+        return copy_ledger(source._store, self._store)
+
     @contextlib.contextmanager
     def _operation(self, write, consequence=None):
         """One transaction; a `LedgerError` says what it means for the caller (``consequence``)."""

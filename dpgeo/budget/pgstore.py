@@ -247,14 +247,18 @@ def _psycopg():
 def copy_ledger(source_store, target_store) -> dict:
     """Copy every row of a SQLite ledger into an empty PostgreSQL ledger (``dpgeo budget migrate``).
 
-    Returns the rows copied per table. Refused when the target already holds releases.
+    Every table of the SQLite file is copied as it is (both hold the same schema version: the target is created or
+    migrated to this dpgeo's first, and so is the source when it is older). Returns the rows copied per table.
+    Refused when the target already holds releases.
     """
-    tables = ["datasets", "releases", "migrations", "dataset_files", "dataset_aliases", "fingerprint_cache",
-              "release_periods"]
     counts = {}
     with source_store.transaction(write=False) as src:
         if src is None:
             raise LedgerError("the SQLite ledger to copy is empty or does not exist")
+        names = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                                           "'sqlite_%' ORDER BY name")]
+        first = [t for t in ("datasets", "releases") if t in names]  # the tables others refer to
+        tables = first + [t for t in names if t not in first]
         with target_store.transaction(write=True) as dst:
             if dst._conn.execute("SELECT count(*) FROM releases").fetchone()[0]:
                 raise LedgerError("the PostgreSQL ledger already holds releases: copy into a new database")
