@@ -262,12 +262,53 @@ class PostgisSource(PointSource):
                 f"::int, {BLOCKS_PER_RANGE}) AS b) TO STDOUT (FORMAT BINARY)")
 
     def batches(self):
+        """Batches of about ``batch_rows`` records. The COPY stream is read on a thread of its own, one batch
+        ahead, so that the server produces the next batch while this one is counted (at most two batches of
+        records are held besides the one being counted)."""
+        import queue
+        import threading
+
+        q = queue.Queue(maxsize=1)
+        stop = threading.Event()
+        t = threading.Thread(target=self._read_ahead, args=(q, stop), name="dpgeo-postgis-copy", daemon=True)
+        t.start()
+        try:
+            while True:
+                kind, item = q.get()
+                if kind == "rows":
+                    yield self._batch(item)
+                elif kind == "error":
+                    raise item
+                else:
+                    return
+        finally:
+            stop.set()
+            while t.is_alive():  # unblock a reader waiting to hand over a batch nobody will take
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    pass
+                t.join(0.05)
+
+    def _read_ahead(self, q, stop):
+        """Read the COPY stream into record arrays of about ``batch_rows``, handed over through ``q``."""
+        import queue
+
+        def put(item):
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
         psycopg = __import__("psycopg")
         dt = self._dtype()
-        with self.spec.connection.connect() as conn:
-            by_blocks = bool(self._ranges(conn))
-            pending, n_pending = [], 0
-            try:
+        try:
+            with self.spec.connection.connect() as conn:
+                by_blocks = bool(self._ranges(conn))
+                pending, n_pending, sent = [], 0, False
                 with conn.cursor().copy(self._copy_sql(by_blocks)) as copy:
                     chunks = _copy_fields(copy, self.label) if by_blocks else _copy_rows(copy, self.label, dt,
                                                                                            self.batch_rows)
@@ -276,12 +317,17 @@ class PostgisSource(PointSource):
                         pending.append(recs)
                         n_pending += recs.size
                         if n_pending >= self.batch_rows:
-                            yield self._batch(np.concatenate(pending) if len(pending) > 1 else pending[0])
-                            pending, n_pending = [], 0
-                if pending or n_pending == 0:
-                    yield self._batch(np.concatenate(pending) if pending else np.zeros(0, dtype=dt))
-            except psycopg.Error as exc:
-                raise InputError(f"cannot read {self.label}: {_sql_problem(exc)}") from None
+                            if not put(("rows", np.concatenate(pending) if len(pending) > 1 else pending[0])):
+                                conn.cancel()
+                                return
+                            pending, n_pending, sent = [], 0, True
+                if pending or not sent:
+                    put(("rows", np.concatenate(pending) if pending else np.zeros(0, dtype=dt)))
+            put(("end", None))
+        except psycopg.Error as exc:
+            put(("error", InputError(f"cannot read {self.label}: {_sql_problem(exc)}")))
+        except BaseException as exc:  # an InputError of the stream, or a bug: raised where the batches are read
+            put(("error", exc))
 
     def _batch(self, rows):
         x, y, valid, drops, kinds = _points(rows)
