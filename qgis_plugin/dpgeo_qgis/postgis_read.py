@@ -48,6 +48,9 @@ def postgis_read_target(dpgeo, layer):
             parts.append(f"{key}='" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'")
     if not parts:
         raise NotFromLibrary(tr("the layer's connection names no database"))
+    ssl = QgsDataSourceUri.encodeSslMode(uri.sslMode())
+    if ssl and ssl != "prefer":  # the layer's own TLS requirement (libpq's default is prefer)
+        parts.append(f"sslmode={ssl}")
     schema = uri.schema()
     name = ('"' + schema.replace('"', '""') + '".' if schema else "") + '"' + table.replace('"', '""') + '"'
     return dpgeo.postgis(" ".join(parts), table=name, geometry=uri.geometryColumn() or None)
