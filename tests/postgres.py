@@ -165,6 +165,9 @@ def start_server() -> PgServer:
             pass
         shutil.rmtree(folder, ignore_errors=True)
         raise PgUnavailable(f"pg_ctl start failed: {log.strip()}")
+    import atexit
+
+    atexit.register(server.stop)  # also when a session or script ends without stopping it (stopping twice is fine)
     # the password reaches libpq through a password file only (PGPASSFILE), as for an owner's ~/.pgpass
     passdir = tempfile.mkdtemp(prefix="dpgeo-pgpass-")
     server.passfile = os.path.join(passdir, "pgpass")
