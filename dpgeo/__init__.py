@@ -55,6 +55,7 @@ from .errors import (
 )
 from .counting.readers import read_points
 from .counting.inputs import open_points
+from .counting.postgis import postgis
 from .io.files import read_layer_metadata
 from .pipeline import dbscan_spans, noise_preview, wavecluster
 from .pipeline.kmeans import kmeans
@@ -79,6 +80,7 @@ __all__ = [
     "as_study_area",
     "read_points",
     "open_points",
+    "postgis",
     "read_layer_metadata",
     "DpgeoError",
     "ParameterError",

@@ -150,13 +150,20 @@ OUTPUT_EXTENSIONS = {".gpkg": "GPKG", ".geojson": "GeoJSON", ".json": "GeoJSON",
 
 
 def output_driver(path, driver=None) -> str:
-    """``"GPKG"``, ``"GeoJSON"``, ``"HTML"`` or ``"PNG"`` from ``driver`` or the file extension.
+    """``"GPKG"``, ``"GeoJSON"``, ``"HTML"`` or ``"PNG"`` from ``driver`` or the file extension; ``"PostGIS"`` for a
+    ``postgresql://...?table=NAME`` target.
 
     Examples
     --------
     >>> output_driver("spans.geojson"), output_driver("map.HTML"), output_driver("x", "png")
     ('GeoJSON', 'HTML', 'PNG')
+    >>> output_driver("postgresql://analyst@db/city?table=stops_clusters")
+    'PostGIS'
     """
+    from .postgres import is_postgres
+
+    if is_postgres(path):  # a PostGIS table (dpgeo.io.postgis)
+        return "PostGIS"
     if driver:
         d = {"gpkg": "GPKG", "geopackage": "GPKG", "geojson": "GeoJSON", "json": "GeoJSON", "html": "HTML",
              "png": "PNG"}.get(driver.lower())

@@ -56,11 +56,25 @@ def dataset_key(points, dataset=None) -> tuple[str, bool]:
         from .budget import dataset_key_for_path
 
         return dataset_key_for_path(os.fsdecode(points) if isinstance(points, bytes) else points), False
+    from .counting.postgis import DATABASE_DATASET, is_database_input
+
+    if is_database_input(points):
+        return DATABASE_DATASET, False
     return IN_MEMORY_DATASET, False
 
 
 def _is_path(points) -> bool:
-    return isinstance(points, (str, bytes)) or hasattr(points, "__fspath__")
+    from .counting.postgis import is_database_input
+
+    return (isinstance(points, (str, bytes)) or hasattr(points, "__fspath__")) and not is_database_input(points)
+
+
+def _database_note():
+    from .counting.postgis import DATABASE_DATASET
+
+    return (f"no dataset name given: this release from a database is charged to {DATABASE_DATASET!r}, shared by "
+            "every unnamed database run. Name the dataset (dataset=NAME, --dataset NAME) so that the budget is kept "
+            "per population")
 
 
 @dataclass(frozen=True)
@@ -246,7 +260,8 @@ class Charge:
         from .errors import DpgeoError
 
         try:
-            Ledger(self.ledger_path).add_outputs(self.release_id, [os.path.abspath(p) for p in paths])
+            Ledger(self.ledger_path).add_outputs(self.release_id, [p if p.startswith("PostGIS table ")
+                                                                  else os.path.abspath(p) for p in paths])
         except DpgeoError as exc:
             warnings.warn(f"the file was written but not recorded with its release in the ledger: {exc}",
                           BudgetWarning, stacklevel=3)
@@ -306,6 +321,8 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
     elif _is_path(points):  # the ledger's policy is checked here too: before any record is read
         r = book.resolve(points, dataset, unattended=unattended)
         choice = DatasetChoice(r.key, r.published, tuple(zip(r.notes, r.content_notes)))
+    elif dataset is None and dataset_key(points)[0] != IN_MEMORY_DATASET:  # a database input without a name
+        choice = DatasetChoice(dataset_key(points)[0], None, ((_database_note(), False),))
     elif dataset is None:
         choice = DatasetChoice(IN_MEMORY_DATASET, None, ((_in_memory_note(), False),))
     else:
@@ -437,8 +454,8 @@ class Release:
         return bool(self.metadata.get("differentially_private"))
 
     def to_file(self, path, *, driver=None, crs=None, engine="auto", basemap="osm", attribution=None,
-                title=None, levels=None) -> str:
-        """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension.
+                title=None, levels=None, replace=False) -> str:
+        """Write the layer and its metadata: GeoPackage, GeoJSON, HTML map or PNG, by extension, or a PostGIS table.
 
         GeoJSON and the HTML map are always EPSG:4326 (RFC 7946); a
         GeoPackage is in the working CRS unless ``crs`` is given, through
@@ -457,6 +474,11 @@ class Release:
         ``<stem>_levels.geojson`` beside a GeoJSON file, a switch between the
         map and its levels in an HTML map, the levels drawn in a PNG. Default:
         when the release was made with ``levels=True``.
+
+        A PostGIS table: ``path`` is ``postgresql://USER@HOST/DATABASE?table=[SCHEMA.]NAME`` (no password:
+        libpq finds it in ~/.pgpass, PGPASSWORD or a service file); the table gets the layer, its comment and
+        the side table ``dpgeo_metadata`` the metadata (:mod:`dpgeo.io.postgis`). An existing table is
+        refused unless ``replace=True``. The ledger records ``PostGIS table 'NAME'``, never the connection.
         """
         from .io.paths import check_not_input
 
@@ -471,13 +493,13 @@ class Release:
         if lv is not None and output_driver(path, driver) == "GeoJSON":
             side = os.path.splitext(os.fspath(path))[0] + "_levels.geojson"
             check_not_input(side, self._protected)
-        if crs is not None and output_driver(path, driver) == "GPKG":
+        if crs is not None and output_driver(path, driver) in ("GPKG", "PostGIS"):
             from pyproj import CRS
 
             c = CRS.from_user_input(crs)
             md["output_crs"] = f"EPSG:{c.to_epsg()}" if c.to_epsg() else c.name
         written = write_layer(self.layer, path, md, driver=driver, crs=crs, engine=engine, basemap=basemap,
-                              attribution=attribution, title=title, levels=lv)
+                              attribution=attribution, title=title, levels=lv, replace=replace)
         if self._charge is not None:
             self._charge.record_outputs([written] + ([side] if side else []))
         return written

@@ -77,10 +77,37 @@ class Ledger:
         if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout >= 0:
             raise ParameterError(f"the ledger lock timeout must be a number of seconds >= 0, got {timeout!r}")
         self.timeout = float(timeout)
-        self._store = Store(self.path, self.timeout, create_folder=is_default)
+        from .pgstore import LedgerURL
+
+        if isinstance(self.path, LedgerURL):  # postgresql://...: the same ledger in a PostgreSQL database
+            from ..errors import DpgeoError
+            from ..postgres import Connection
+            from .pgstore import PgStore
+
+            try:
+                Connection.parse(self.path.conninfo)
+            except DpgeoError as exc:
+                raise LedgerError(f"the privacy-budget ledger (PostgreSQL): {exc}") from None
+            self._store = PgStore(self.path, self.timeout)
+        else:
+            self._store = Store(self.path, self.timeout, create_folder=is_default)
 
     def __repr__(self):
         return f"Ledger({self.path!r})"
+
+    def copy_from(self, sqlite_ledger) -> dict:
+        """Copy every row of a SQLite ledger file into this ledger on PostgreSQL, which holds no release yet
+        (``dpgeo budget migrate``); returns the rows copied per table. The SQLite file is left as it was."""
+        from .pgstore import PgStore, copy_ledger
+
+        if not isinstance(self._store, PgStore):
+            raise LedgerError("dpgeo budget migrate copies a SQLite ledger into a ledger on PostgreSQL: give "
+                              "--ledger postgresql://USER@HOST/DATABASE")
+        source = Ledger(sqlite_ledger, timeout=self.timeout)
+        if isinstance(source._store, PgStore) or not os.path.isfile(source.path):
+            raise LedgerError(f"{sqlite_ledger!r} is not a SQLite ledger file")
+        source.datasets()  # an older schema is upgraded first, as by any dpgeo that opens it
+        return copy_ledger(source._store, self._store)
 
     @contextlib.contextmanager
     def _operation(self, write, consequence=None):

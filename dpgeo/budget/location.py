@@ -27,6 +27,10 @@ def ledger_path(path=None) -> str:
         path = os.environ.get(LEDGER_ENV) or None
     if path is None:
         return _default_path()
+    from .pgstore import LedgerURL, is_ledger_url
+
+    if is_ledger_url(path):  # a ledger on PostgreSQL (dpgeo.budget.pgstore): printed as "(PostgreSQL)"
+        return LedgerURL(str.__str__(path).strip())
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 

@@ -61,19 +61,33 @@ def _domain_engine(engine):
 
 _INPUT_HELP = ("point layer: GeoPackage, GeoJSON, Shapefile (anything GDAL reads), GeoParquet, Parquet or CSV "
                "(also .csv.gz) with coordinate columns, a glob of files ('data/*.parquet', quoted) or a folder of "
-               "Parquet files (hive partitions included); read in batches, never whole")
+               "Parquet files (hive partitions included), or a PostGIS database: postgresql://USER@HOST/DATABASE "
+               "with --table or --sql (the password from ~/.pgpass, PGPASSWORD or a service file, never in the "
+               "URL); read in batches, never whole")
 
 
 def _add_input_args(p):
     p.add_argument("input", help=_INPUT_HELP)
     p.add_argument("-o", "--output", required=True, action="append", metavar="OUTPUT",
                    help="output .gpkg, .geojson, .html (self-contained web map) or .png (static map), written "
-                        "atomically; give -o several times to write the same release (one charge) to several files")
+                        "atomically, or a PostGIS table: 'postgresql://USER@HOST/DATABASE?table=NAME' (its metadata "
+                        "in the table's comment and the dpgeo_metadata table); give -o several times to write the "
+                        "same release (one charge) to several files")
+    p.add_argument("--replace", action="store_true",
+                   help="replace a PostGIS output table that exists (default: refuse; files are always replaced)")
     g = p.add_argument_group("input")
     g.add_argument("--layer", default=None, help="layer name in a multi-layer input")
     g.add_argument("--x", default=None, metavar="COLUMN", help="x/longitude column of a table (CSV, Parquet)")
     g.add_argument("--y", default=None, metavar="COLUMN", help="y/latitude column of a table (CSV, Parquet)")
     g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
+    g.add_argument("--table", default=None, metavar="[SCHEMA.]TABLE",
+                   help="the table or view of a PostGIS input (postgresql://...); its geometry column, SRID and "
+                        "columns are found in the catalogue")
+    g.add_argument("--sql", default=None, metavar="QUERY",
+                   help="instead of --table: a SELECT query of a PostGIS input, e.g. \"SELECT geom, reported_at "
+                        "FROM stops WHERE kind = 'traffic'\" (it must not fail on any record: no casts that can)")
+    g.add_argument("--geometry", default=None, metavar="COLUMN",
+                   help="the geometry column of a PostGIS table or query with several")
     g.add_argument("--out-crs", default=None, metavar="CRS",
                    help="CRS of a GeoPackage output or of a PNG's drawing (default: the working CRS); "
                         "GeoJSON and HTML are always EPSG:4326")

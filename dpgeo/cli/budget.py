@@ -38,7 +38,8 @@ def register(subparsers):
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("ledger")
     g.add_argument("--ledger", default=None, metavar="PATH",
-                   help="ledger file (default: $DPGEO_LEDGER, else ledger.sqlite in your user data folder)")
+                   help="ledger file (default: $DPGEO_LEDGER, else ledger.sqlite in your user data folder), or a "
+                        "ledger on PostgreSQL: postgresql://USER@HOST/DATABASE (the password from ~/.pgpass)")
     g.add_argument("--lock-timeout", type=float, default=DEFAULT_LOCK_TIMEOUT_S, metavar="SECONDS",
                    help=f"wait this long for another run's lock on the ledger (default {DEFAULT_LOCK_TIMEOUT_S:g})")
     g.add_argument("--json", action="store_true", help="print JSON")
@@ -97,6 +98,23 @@ def register(subparsers):
                         ("--default", None)):
         how.add_argument(flag, dest="policy", action="store_const", const=value or "default")
     po.set_defaults(func=_cmd_policy, policy=False)
+
+    mi = bsub.add_parser("migrate", parents=[common], help="copy a SQLite ledger into a ledger on PostgreSQL",
+                         description="Copy every dataset, release and declared file of the SQLite ledger FILE into "
+                                     "the PostgreSQL ledger given by --ledger postgresql://USER@HOST/DATABASE (or "
+                                     "DPGEO_LEDGER), which must hold no release yet. The file is left as it was: "
+                                     "point every dpgeo at the new ledger afterwards (docs/service.md).")
+    mi.add_argument("file", metavar="FILE", help="the SQLite ledger to copy")
+    mi.set_defaults(func=_cmd_migrate)
+
+
+def _cmd_migrate(args):
+    counts = _ledger(args).copy_from(args.file)
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        print("copied into the PostgreSQL ledger: " + ", ".join(f"{n} {t}" for t, n in counts.items()))
+    return 0
 
 
 def _usage(parser):

@@ -39,6 +39,15 @@ def check_output_paths(paths, args=None):
                                 release=getattr(args, "release", None))
     seen = {}
     for p in paths:
+        if output_driver(p) == "PostGIS":  # a table: valid, reachable, new (or --replace); never named with its host
+            from ..io.postgis import check_postgis_output, postgis_label
+
+            check_output_path(p, args)
+            check_postgis_output(p, replace=bool(getattr(args, "replace", False)))
+            if postgis_label(p) in seen:
+                raise OutputError(f"{postgis_label(p)} is given twice as an output (-o); name each output once")
+            seen[postgis_label(p)] = p
+            continue
         check_not_input(p, protected)
         check_output_path(p, args)
         key = os.path.normcase(os.path.realpath(p))
@@ -75,6 +84,8 @@ def write_outputs(res, args):
     for out in args.output:
         kw = dict(crs=output_crs_for(out, args.out_crs), engine=args.engine, basemap=_basemap_for(out, args),
                   attribution=_basemap_for(out, args, "basemap_attribution"), title=getattr(args, "title", None))
+        if output_driver(out) == "PostGIS":
+            kw["replace"] = bool(getattr(args, "replace", False))
         written.append(res.to_file(out, **kw))
         if getattr(args, "per_period_files", False) and hasattr(res, "period_files"):
             written += res.period_files(out, **kw)

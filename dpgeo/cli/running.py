@@ -75,8 +75,9 @@ def _prepare_run(args, check=None, series=None):
         args.scheduler = args.scheduler or "local"
     check_output_paths(args.output, args)
     check_out_crs(args.output, args.out_crs)
+    database = _database_input(args)
     for out in args.output:
-        check_engine(args.engine, read=args.input, write=out)
+        check_engine(args.engine, read=None if database else args.input, write=out)
     if args.scheduler is not None:
         from ..counting.dask import _local_workers, _need_dask
 
@@ -88,8 +89,11 @@ def _prepare_run(args, check=None, series=None):
     # unattended: no progress lines (how far and how fast a run goes depends on the data's size)
     prog = _Progress(args.quiet or _unattended(args))
     # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
-    table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
-                      person=args.person, engine=args.engine)
+    if database:
+        table = database
+    else:
+        table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
+                          person=args.person, engine=args.engine)
     time = None
     if series:  # a series reads one more column: its time (checked with the rest of the structure)
         from ..pipeline.series import series_options
@@ -102,6 +106,26 @@ def _prepare_run(args, check=None, series=None):
     except DataError:  # a condition of the data itself: the counting step decides (owner or unattended)
         pass
     return prog, domain, table
+
+
+def _database_input(args):
+    """The PostGIS input of ``postgresql://... --table/--sql`` (no connection yet), or None for a file."""
+    from ..errors import InputError
+    from ..postgres import is_postgres
+
+    table, sql, geometry = (getattr(args, k, None) for k in ("table", "sql", "geometry"))
+    if not is_postgres(args.input):
+        if table is not None or sql is not None or geometry is not None:
+            raise InputError("--table, --sql and --geometry read a PostGIS database: give a postgresql:// URL as "
+                             "the input")
+        return None
+    for opt in ("layer", "x", "y"):
+        if getattr(args, opt, None) is not None:
+            raise InputError(f"--{opt} is for files; a PostGIS input takes --table or --sql (and --geometry)")
+    from ..counting.postgis import postgis
+
+    return postgis(args.input, table=table, sql=sql, geometry=geometry, input_crs=args.input_crs,
+                   person=args.person)
 
 
 def _unattended(args) -> bool:

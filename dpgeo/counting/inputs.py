@@ -61,13 +61,14 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
 
     Parameters
     ----------
-    points : str, os.PathLike, GeoDataFrame, GeoSeries, (x, y, crs) tuple, PointTable, PointSource or Dask DataFrame
+    points : str, os.PathLike, PostgisInput, GeoDataFrame, GeoSeries, (x, y, crs) tuple, PointTable, PointSource or Dask DataFrame
         A file (GeoPackage, GeoJSON, Shapefile, FlatGeobuf, ... through GDAL;
         GeoParquet or plain Parquet; CSV, also ``.csv.gz``), a glob of files
         (``"data/*.parquet"``), a folder of Parquet files (hive partitions
         such as ``year=2024/`` included), points in memory, or a
         ``dask.dataframe.DataFrame`` with coordinate columns /
-        ``dask_geopandas.GeoDataFrame`` (counted partition by partition).
+        ``dask_geopandas.GeoDataFrame`` (counted partition by partition), or a PostGIS table or query
+        (:func:`dpgeo.postgis`, or a ``postgresql://...?table=NAME`` URL).
     layer : str, optional
         Layer of a multi-layer file (required when it has several).
     x, y : str, optional
@@ -102,6 +103,16 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
 
     if isinstance(points, PointFile):
         return points.open(input_crs=input_crs, person=person, batch_rows=batch_rows, time=time)
+    from .postgis import PostgisInput
+
+    if isinstance(points, PostgisInput):  # a PostGIS table or query (dpgeo.postgis)
+        return points.open(input_crs=input_crs, person=person, batch_rows=batch_rows, time=time)
+    from ..postgres import is_postgres
+
+    if isinstance(points, str) and is_postgres(points):
+        from .postgis import postgis
+
+        return postgis(points, input_crs=input_crs).open(person=person, batch_rows=batch_rows, time=time)
     if isinstance(points, PointSource):
         if isinstance(person, str) and points.person != person:
             raise InputError(f"the point source was opened without the person column {person!r}; "

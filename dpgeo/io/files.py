@@ -32,7 +32,7 @@ GPKG_VERSION = "1.3"
 
 
 def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None, engine="auto",
-                basemap="osm", attribution=None, title=None, levels=None) -> str:
+                basemap="osm", attribution=None, title=None, levels=None, replace=False) -> str:
     """Write a cluster layer atomically, with its metadata.
 
     Parameters
@@ -70,6 +70,9 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
         ``<layer>_levels`` in the same file; a GeoJSON file gets a sibling
         ``<stem>_levels.geojson`` (with the same metadata); an HTML map gets a
         switch between the map and its levels; a PNG draws the levels.
+    replace : bool
+        A PostGIS target (``postgresql://...?table=NAME``, :mod:`dpgeo.io.postgis`): replace a table that
+        exists (default: refuse). Files are always replaced, atomically.
 
     Returns
     -------
@@ -93,6 +96,10 @@ def write_layer(gdf, path, metadata: dict, *, driver=None, crs=None, layer=None,
             + "); it cannot be written as a publishable layer")
     path = os.fspath(path)
     drv, eng = check_output(path, driver=driver, crs=crs, engine=engine, basemap=basemap, attribution=attribution)
+    if drv == "PostGIS":
+        from .postgis import write_postgis
+
+        return write_postgis(gdf, path, metadata, crs=crs, replace=replace, levels=levels)
     if drv == "GeoJSON":
         payload = json.dumps(geojson_collection(gdf, metadata), separators=(",", ":"), allow_nan=False)
         if levels is not None:
@@ -244,6 +251,8 @@ def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, at
     """
     path = os.fspath(path)
     drv = output_driver(path, driver)
+    if drv == "PostGIS":  # a table in a database: checked without connecting (see check_postgis_output)
+        return _check_postgis(path, crs, basemap, attribution), None
     eng = pick_engine(engine, needed=drv == "GPKG", write=True)
     if (_chosen_basemap(basemap) or attribution is not None) and drv != "HTML":
         raise OutputError(f"a basemap is drawn only on an HTML map; {os.path.basename(path)!r} is {drv}: "
@@ -276,6 +285,22 @@ def check_output(path, *, driver=None, crs=None, engine="auto", basemap=None, at
     return drv, eng
 
 
+def _check_postgis(path, crs, basemap, attribution):
+    from .postgis import _target
+
+    _target(path)
+    if _chosen_basemap(basemap) or attribution is not None:
+        raise OutputError("a basemap is drawn only on an HTML map, not in a PostGIS table: drop the basemap options")
+    if crs is not None:
+        try:
+            c = CRS.from_user_input(crs)
+        except Exception as exc:
+            raise OutputError(f"output CRS {crs!r} is not a CRS pyproj knows: {short_error(exc)}") from None
+        if not c.to_epsg():
+            raise OutputError("a PostGIS table's CRS is an SRID: give --out-crs as EPSG:NNNN")
+    return "PostGIS"
+
+
 def _chosen_basemap(basemap) -> bool:
     """Whether ``basemap`` asks for tiles of its own (a URL template), beyond the default and "none"."""
     return isinstance(basemap, str) and basemap.strip().lower() not in ("osm", "none")
@@ -301,7 +326,8 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
     Parameters
     ----------
     path : str or os.PathLike
-        A ``.gpkg``, ``.geojson``, ``.html`` or ``.png`` written by dpgeo.
+        A ``.gpkg``, ``.geojson``, ``.html`` or ``.png`` written by dpgeo, or a release table in PostGIS
+        (``postgresql://USER@HOST/DATABASE?table=NAME``).
     engine : {"auto", "pyogrio", "fiona"}, default "auto"
         GDAL binding that reads a GeoPackage's layer metadata; the other
         formats are read without one.
@@ -313,6 +339,15 @@ def read_layer_metadata(path, *, engine="auto") -> dict:
     """
     p = os.fspath(path)
     pick_engine(engine, needed=False, write=False)  # a bad or missing engine is reported first
+    from ..postgres import is_postgres
+
+    if is_postgres(p):
+        from .postgis import read_postgis_metadata
+
+        try:  # a release table in PostGIS: postgresql://...?table=NAME
+            return read_postgis_metadata(p)
+        except OutputError as exc:
+            raise InputError(str(exc)) from None
     check_readable(p, "file")
     if not os.path.exists(p):
         raise InputError(f"{p!r} does not exist")

@@ -46,6 +46,10 @@ def input_paths(points) -> tuple:
     >>> input_paths("data/*.parquet"), input_paths((1.0, 2.0, "EPSG:4326"))
     (('data/*.parquet',), ())
     """
+    from ..counting.postgis import is_database_input
+
+    if is_database_input(points):  # a database table: no file to protect
+        return ()
     if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
         return (os.fsdecode(os.fspath(points)),)
     files = getattr(points, "files", None)

@@ -183,6 +183,10 @@ def _reading_message(points, scheduler) -> str:
 
 
 def _input_label(points) -> str:
+    from ..counting.postgis import is_database_input
+
+    if is_database_input(points):  # its table's name, never the connection (host, user)
+        return getattr(points, "label", "a PostGIS input")
     if isinstance(points, (str, bytes)) or hasattr(points, "__fspath__"):
         return os.fsdecode(os.fspath(points))
     return "points"

@@ -8,6 +8,9 @@ A minimal configuration::
 
     [datasets.stops]
     path = "stops.gpkg"               # the private input, never served
+    # or a PostGIS table (the password from ~/.pgpass, PGPASSWORD or a service file, never here):
+    # connection = "postgresql://dpgeo@db.city.example/city"
+    # table = "public.stops"            # or sql = "SELECT geom, reported_at FROM stops WHERE ..."
     study_area = "-93.33,44.89,-93.19,45.06"   # public bbox (lon/lat) or a polygon file
     total_epsilon = 2.0
 
@@ -97,7 +100,7 @@ class DatasetConfig:
     """One ``[datasets.NAME]`` table: a private input and its public facts."""
 
     name: str
-    path: str
+    path: str | None            # the input file (None for a PostGIS input: see connection)
     study_area: object          # the value as given: a bbox string/list or an absolute polygon file path
     area: object                # the loaded dpgeo.domain.StudyArea (public)
     total_epsilon: object       # exact Fraction
@@ -116,6 +119,10 @@ class DatasetConfig:
     time_columns: tuple = ()    # the columns an analyst may name as a series' time (none: no series)
     timezone: str | None = None  # the calendar of its series, and of times written without a zone
     time_format: str | None = None  # strptime format of its text times, when not ISO 8601
+    connection: str | None = field(default=None, repr=False)  # a PostGIS input: libpq connection, no password
+    table: str | None = None    # its table or view
+    sql: str | None = None      # or its query
+    geometry: str | None = None  # its geometry column, when several
 
     @property
     def sensitivity(self) -> int:
@@ -123,7 +130,10 @@ class DatasetConfig:
         return self.max_points_per_person if self.person else self.max_points_per_record
 
     def read_options(self) -> dict:
-        """Keyword arguments of :class:`dpgeo.counting.inputs.PointFile` for this input."""
+        """Keyword arguments of :class:`dpgeo.counting.inputs.PointFile` (or of :func:`dpgeo.postgis`)."""
+        if self.connection is not None:
+            return {"table": self.table, "sql": self.sql, "geometry": self.geometry, "input_crs": self.input_crs,
+                    "person": self.person}
         return {"layer": self.layer, "x": self.x, "y": self.y, "input_crs": self.input_crs, "person": self.person}
 
 
@@ -200,8 +210,21 @@ def parse_config(raw: dict, path) -> ServerConfig:
 def _server(t: dict, base: str) -> ServerSettings:
     w = "[server]"
     _only(t, set(ServerSettings.__dataclass_fields__) - {"ledger_from"}, w)  # (where the ledger came from: derived)
-    ledger, ledger_from = resolve_ledger(_path(t, "ledger", base, w))
-    if ledger_from == "configuration" and not os.path.isdir(os.path.dirname(ledger)):
+    from ..budget.pgstore import is_ledger_url
+
+    on_pg = is_ledger_url(t.get("ledger"))
+    if on_pg:  # a ledger on PostgreSQL, shared by replicas (docs/service.md): no password in it
+        from ..budget import ledger_path
+        from ..postgres import Connection
+
+        try:
+            Connection.parse(t["ledger"])
+        except DpgeoError as exc:
+            raise ConfigError(f"{w} ledger: {exc}") from None
+        ledger, ledger_from = ledger_path(t["ledger"]), "configuration"
+    else:
+        ledger, ledger_from = resolve_ledger(_path(t, "ledger", base, w))
+    if ledger_from == "configuration" and not on_pg and not os.path.isdir(os.path.dirname(ledger)):
         raise ConfigError(f"{w} ledger: the folder of {ledger!r} does not exist (the ledger file itself is created "
                           "on first use)")
     releases = _path(t, "releases", base, w, required=True)
@@ -210,7 +233,7 @@ def _server(t: dict, base: str) -> ServerSettings:
     if not os.path.isdir(os.path.dirname(releases)):
         raise ConfigError(f"{w} releases: the folder containing {releases!r} does not exist")
     jobs = _path(t, "jobs", base, w) or os.path.join(os.path.dirname(ledger) if ledger_from == "configuration"
-                                                     else base, "jobs.sqlite")
+                                                     and not on_pg else base, "jobs.sqlite")
     owner_log = _path(t, "owner_log", base, w)
     url = _str(t, "url", w)
     if url is not None:
@@ -286,7 +309,7 @@ def ledger_notice(settings) -> tuple:
 
 _DATASET_KEYS = {"path", "study_area", "total_epsilon", "title", "description", "layer", "x", "y", "input_crs", "crs",
                  "person", "max_points_per_person", "max_points_per_record", "max_epsilon", "private_releases",
-                 "time_columns", "timezone", "time_format"}
+                 "time_columns", "timezone", "time_format", "connection", "table", "sql", "geometry"}
 
 
 def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
@@ -302,9 +325,7 @@ def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
                       ("total_epsilon", "the total privacy budget of all its releases together, e.g. 2.0")):
         if key not in t:
             raise ConfigError(f"{w} has no {key}: add {key} = ... ({what}); the service refuses to run without it")
-    data_path = _path(t, "path", base, w, required=True)
-    if not os.path.isfile(data_path):
-        raise ConfigError(f"{w} path: the input {data_path!r} does not exist")
+    data_path, conn = _input(t, base, w)
     sa = t["study_area"]
     if isinstance(sa, list):
         if len(sa) != 4 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in sa):
@@ -374,7 +395,33 @@ def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
         title=_str(t, "title", w) or name, description=_str(t, "description", w) or "",
         layer=_str(t, "layer", w), x=_str(t, "x", w), y=_str(t, "y", w), input_crs=_str(t, "input_crs", w), crs=crs,
         person=person, max_points_per_person=k, max_points_per_record=per_record, max_epsilon=max_eps,
-        private_releases=private, time_columns=tuple(times), timezone=tz, time_format=_str(t, "time_format", w))
+        private_releases=private, time_columns=tuple(times), timezone=tz, time_format=_str(t, "time_format", w),
+        connection=conn, table=_str(t, "table", w), sql=_str(t, "sql", w), geometry=_str(t, "geometry", w))
+
+
+def _input(t, base, w):
+    """``(path, None)`` of a file input, or ``(None, connection)`` of a PostGIS one (checked, not connected)."""
+    if "connection" in t:
+        if "path" in t:
+            raise ConfigError(f"{w}: give either path (a file) or connection (a PostGIS table), not both")
+        conn = _str(t, "connection", w)
+        for key in ("layer", "x", "y"):
+            if key in t:
+                raise ConfigError(f"{w} {key} is for files; a PostGIS input takes table or sql (and geometry)")
+        from ..counting.postgis import postgis
+
+        try:  # the syntax and the password rule only: the database is reached when a job runs
+            postgis(conn or "", table=_str(t, "table", w), sql=_str(t, "sql", w), geometry=_str(t, "geometry", w))
+        except DpgeoError as exc:
+            raise ConfigError(f"{w} connection: {exc}") from None
+        return None, conn
+    for key in ("table", "sql", "geometry"):
+        if key in t:
+            raise ConfigError(f"{w} {key} reads a PostGIS database: add connection = \"postgresql://...\"")
+    data_path = _path(t, "path", base, w, required=True)
+    if not os.path.isfile(data_path):
+        raise ConfigError(f"{w} path: the input {data_path!r} does not exist")
+    return data_path, None
 
 
 def _analyst(name: str, t: dict, datasets: dict) -> AnalystConfig:

@@ -71,6 +71,8 @@ class Service:
                 self.ledger.set_total(ds.name, ds.total_epsilon, by="dpgeo serve configuration")
                 LOG.info("dataset %s: total epsilon set to %s (was %s)", ds.name, format_exact(ds.total_epsilon),
                          "none" if b.total_epsilon is None else format_exact(b.total_epsilon))
+            if ds.path is None:  # a PostGIS input: known by its declared name (no file content to fingerprint)
+                continue
             # its file, by content and by records (read with its options, once): a run on it, or on its records in
             # another file, from the command line, Python or QGIS is charged to it too
             self.ledger.declare(ds.name, [PointFile(ds.path, **ds.read_options())], total_epsilon=ds.total_epsilon,

@@ -238,7 +238,12 @@ def execute_release(spec: dict) -> dict:
     try:
         if not store.mark_running(job_id):
             return _closed(who)
-        points = PointFile(dataset["path"], **dataset["read"])  # read by the pipeline, after the charge
+        if dataset.get("connection"):  # a PostGIS table or query (connected by the pipeline, after the charge)
+            from ..counting.postgis import postgis
+
+            points = postgis(dataset["connection"], **dataset["read"])
+        else:
+            points = PointFile(dataset["path"], **dataset["read"])  # read by the pipeline, after the charge
         if spec.get("worker_memory_bytes"):  # the library's own memory plan, checked before the charge, uses the cap
             dataset = dict(dataset, max_memory_bytes=spec["worker_memory_bytes"])
         if params.get("append"):  # the series continued: its published GeoPackage (DP output)

@@ -41,6 +41,7 @@ __all__ = [
     "fast_read_target",
     "read_points",
     "read_points_fast",
+    "read_postgis_fast",
     "read_points_timed",
 ]
 
@@ -207,6 +208,9 @@ class NoFastRead(Exception):
 def fast_read_target(value, layer):
     """``(path, layer_name)`` for the library's file reader, or :class:`NoFastRead` saying why not.
 
+    For a PostGIS table layer ``path`` is the library's ``dpgeo.postgis`` input instead (and ``layer_name``
+    None): see :func:`.postgis_read.postgis_read_target`.
+
     The library reads a file itself only when that gives exactly the features
     QGIS would iterate: ``value`` (the raw input parameter) must not ask for
     selected features, a feature limit or a geometry check, and ``layer``
@@ -230,6 +234,13 @@ def fast_read_target(value, layer):
             raise NoFastRead(tr("the input has a feature filter"))
     if not isinstance(layer, QgsVectorLayer) or not layer.isValid():
         raise NoFastRead(tr("the input is not a vector layer"))
+    if layer.providerType() == "postgres":  # a PostGIS table: the library reads it by binary COPY
+        from .postgis_read import NotFromLibrary, postgis_read_target
+
+        try:
+            return postgis_read_target(import_dpgeo(), layer), None
+        except NotFromLibrary as why:
+            raise NoFastRead(str(why)) from None
     if layer.providerType() != "ogr":
         raise NoFastRead(tr("the layer is not a file (provider {!r})").format(layer.providerType()))
     provider = layer.dataProvider()
@@ -342,6 +353,26 @@ def read_points_fast(dpgeo, path, layer_name, source, feedback, *, start=0.0, sp
     return x, y, crs_for_library(crs), n_null, person, n_no_person
 
 
+def read_postgis_fast(dpgeo, target, source, feedback, *, start=0.0, span=_READ):
+    """What :func:`read_points` returns for a PostGIS table layer, read by the library (``target`` from
+    :func:`fast_read_target`); :class:`NoFastRead` when that could differ from the feature reader."""
+    from .postgis_read import NotFromLibrary, check_postgis_read
+
+    feedback.setProgress(100.0 * start)
+    try:
+        table = dpgeo.read_points(target)
+    except Exception as exc:
+        raise NoFastRead(tr("the library's PostGIS reader failed: {}").format(_first_line(exc))) from exc
+    if feedback.isCanceled():
+        raise Cancelled()
+    try:
+        x, y, n_null = check_postgis_read(table, source, _same_crs)
+    except NotFromLibrary as why:
+        raise NoFastRead(str(why)) from None
+    feedback.setProgress(100.0 * (start + span))
+    return x, y, crs_for_library(source.sourceCrs()), n_null, None, 0
+
+
 def _count_nulls(path, layer_name, person, n_read):
     """``(n_null, n_no_person, n_either)`` of a file, as the feature reader counts them.
 
@@ -443,9 +474,17 @@ class ReadingMixin:
                 read[0].size)))
             return read
         read = None
+        reader = self.tr("the fast file reader")
         try:
             path, layer_name = fast_read_target(parameters.get(self.INPUT), self._input_layer(parameters, context))
-            read = read_points_fast(import_dpgeo(), path, layer_name, source, feedback, person_field=person_field)
+            if not isinstance(path, str):  # a PostGIS table (postgis_read.py)
+                if person_field:
+                    raise NoFastRead(self.tr("a person field of a PostGIS layer is read feature by feature"))
+                reader = self.tr("the library's PostGIS reader")
+                read = read_postgis_fast(import_dpgeo(), path, source, feedback)
+            else:
+                read = read_points_fast(import_dpgeo(), path, layer_name, source, feedback,
+                                        person_field=person_field)
         except NoFastRead as why:
             feedback.pushInfo(self.tr("Reading the point layer feature by feature: {}.").format(why))
         except (Cancelled, QgsProcessingException):
@@ -454,7 +493,7 @@ class ReadingMixin:
             feedback.pushInfo(self.tr("Reading the point layer feature by feature: the fast file reader failed "
                                       "({}: {}).").format(type(exc).__name__, _first_line(exc)))
         if read is not None:
-            feedback.pushInfo(exact(self.tr("Read {} points with the fast file reader.").format(read[0].size)))
+            feedback.pushInfo(exact(self.tr("Read {} points with {}.").format(read[0].size, reader)))
             return read
         read = read_points(source, feedback, person_field=person_field)
         feedback.pushInfo(exact(self.tr("Read {} points feature by feature.").format(read[0].size)))

@@ -216,7 +216,8 @@ def _check_epsilon_cap(epsilon, ds):
 
 def _dataset_spec(ds) -> dict:
     """What a worker needs to know about a dataset (plain values: it crosses a process boundary)."""
-    return {"name": ds.name, "path": ds.path, "study_area": ds.study_area, "crs": ds.crs, "read": ds.read_options(),
+    return {"name": ds.name, "path": ds.path, "connection": ds.connection, "study_area": ds.study_area, "crs": ds.crs,
+            "read": ds.read_options(),
             "person": ds.person, "max_points_per_person": ds.max_points_per_person,
             "max_points_per_record": ds.max_points_per_record, "time_columns": list(ds.time_columns),
             "timezone": ds.timezone, "time_format": ds.time_format}
