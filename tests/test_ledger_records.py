@@ -322,3 +322,21 @@ def test_a_4kb_file_with_its_last_row_dropped_is_the_declared_dataset(tmp_path):
     ledger.declare("small", [full], total_epsilon=1)
     with pytest.warns(BudgetWarning, match="charged to the declared dataset 'small': the input holds"):
         assert dpgeo.heat(str(less), ledger=ledger, **HEAT).metadata["dataset"] == "small"
+
+
+@pytest.mark.postgres
+def test_a_copy_is_recognised_on_a_postgresql_ledger_whose_key_lives_in_the_database(files, postgres_db, tmp_path):
+    """The record sketch on a ledger several replicas share: its key is one row of the ledger's database (every
+    replica sketches under it), and ``budget migrate`` brings a SQLite ledger's key along with its sketches."""
+    from dpgeo.budget.sketches import load_key
+
+    server, db = postgres_db
+    url = server.url(db, host="localhost")
+    src = tmp_path / "l.sqlite"
+    Ledger(src).declare("stops", [files["declared"]], total_epsilon=1)
+    ledger = Ledger(url)
+    ledger.copy_from(src)
+    assert ledger.record_key() == load_key(src, create=False) == Ledger(url).record_key()
+    with pytest.warns(BudgetWarning, match="charged to the declared dataset 'stops'"):
+        res = dpgeo.heat(str(files["shuffled csv"]), ledger=ledger, **HEAT)
+    assert res.metadata["dataset"] == "stops" and ledger.budget("stops").spent_epsilon == 0.5

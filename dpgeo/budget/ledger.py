@@ -107,6 +107,9 @@ class Ledger:
         if isinstance(source._store, PgStore) or not os.path.isfile(source.path):
             raise LedgerError(f"{sqlite_ledger!r} is not a SQLite ledger file")
         source.datasets()  # an older schema is upgraded first, as by any dpgeo that opens it
+        key = _sk.load_key(source.path, create=False)
+        if key is not None:  # its record sketches stay comparable: the key moves with them
+            self._store.set_record_key(key)
         return copy_ledger(source._store, self._store)
 
     @contextlib.contextmanager
@@ -593,7 +596,16 @@ class Ledger:
         """An empty `dpgeo.counting.sketch.RecordSketch` under this ledger's key (created on first use)."""
         from ..counting.sketch import RecordSketch
 
-        return RecordSketch(_sk.load_key(self.path))
+        return RecordSketch(self.record_key())
+
+    def record_key(self) -> bytes:
+        """The secret key of this ledger's record sketches: a file beside a SQLite ledger (``<ledger>.key``, owner
+        only), a table of its own in a PostgreSQL ledger's database; never in any release or log."""
+        from .pgstore import PgStore
+
+        if isinstance(self._store, PgStore):
+            return self._store.record_key(_sk.KEY_BYTES)
+        return _sk.load_key(self.path)
 
     def check_records(self, reservation, sketch, *, source=None) -> tuple:
         """After counting, before any noise: the dataset ``reservation`` stays charged to, from the records read.

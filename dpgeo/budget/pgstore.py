@@ -36,7 +36,7 @@ from ..errors import LedgerError
 LOCK_KEY = 0x6470674C
 #: Primary keys of the tables written with INSERT OR REPLACE (the conflict target on PostgreSQL).
 _KEYS = {"dataset_aliases": ("alias",), "dataset_files": ("dataset", "digest"), "fingerprint_cache": ("path",),
-         "datasets": ("name",)}
+         "datasets": ("name",), "record_sketches": ("dataset", "digest"), "ledger_settings": ("name",)}
 _LABEL = "(PostgreSQL)"
 
 
@@ -168,6 +168,32 @@ class PgStore:
         if state.startswith("08") or not state:
             return f"the privacy-budget ledger (PostgreSQL) cannot be reached: {connection_problem(exc)}"
         return f"the privacy-budget ledger (PostgreSQL) cannot be used: {msg or type(exc).__name__}"
+
+    def record_key(self, n_bytes: int) -> bytes:
+        """The ledger's secret record-sketch key (:mod:`dpgeo.budget.sketches`), kept in the database in a table of
+        its own (``dpgeo_record_key``, which an owner may restrict like the ledger), created on first use: every
+        replica and command line on this ledger sketches records under the same key."""
+        import secrets
+
+        if getattr(self, "_record_key", None) is None:
+            self._record_key = self.set_record_key(secrets.token_bytes(n_bytes))
+        return self._record_key
+
+    def set_record_key(self, key: bytes) -> bytes:
+        """Store ``key`` as the ledger's record-sketch key unless one is there already; return the one stored
+        (``dpgeo budget migrate`` brings a SQLite ledger's key along with its sketches)."""
+        conn = self.connect(True)
+        try:
+            with self.errors():
+                conn.execute("CREATE TABLE IF NOT EXISTS dpgeo_record_key "
+                             "(id INTEGER PRIMARY KEY CHECK (id = 1), key BYTEA NOT NULL)")
+                conn.execute("INSERT INTO dpgeo_record_key (id, key) VALUES (1, %s) ON CONFLICT (id) DO NOTHING",
+                             (bytes(key),))
+                stored = bytes(conn.execute("SELECT key FROM dpgeo_record_key WHERE id = 1").fetchone()[0])
+                conn.commit()
+        finally:
+            conn.close()
+        return stored
 
     def connect(self, write):
         from ..errors import InputError

@@ -44,7 +44,7 @@ __all__ = ["RECORDS_MATCH", "POLICIES", "key_path", "load_key"]
 RECORDS_MATCH = 0.9
 #: ``dpgeo budget policy``: whether a run must be charged to a dataset with a declared total.
 POLICIES = ("require-declared", "allow-undeclared")
-_KEY_BYTES = 16
+KEY_BYTES = 16
 
 
 def key_path(ledger_file) -> str:
@@ -64,7 +64,7 @@ def load_key(ledger_file, create=True) -> bytes | None:
     except FileNotFoundError:
         if not create:
             return None
-        key = secrets.token_bytes(_KEY_BYTES)
+        key = secrets.token_bytes(KEY_BYTES)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:  # another run created it first: use theirs
@@ -77,8 +77,8 @@ def load_key(ledger_file, create=True) -> bytes | None:
             os.fsync(f.fileno())
     except OSError as exc:
         raise LedgerError(f"cannot read the ledger's record key {path}: {exc.strerror}") from None
-    if len(key) != _KEY_BYTES:
-        raise LedgerError(f"the ledger's record key {path} is damaged ({len(key)} bytes, not {_KEY_BYTES}): restore "
+    if len(key) != KEY_BYTES:
+        raise LedgerError(f"the ledger's record key {path} is damaged ({len(key)} bytes, not {KEY_BYTES}): restore "
                           "it from the backup kept with the ledger, or move it away to start a new key (the datasets' "
                           "record sketches are then learnt again)")
     return key
@@ -242,7 +242,7 @@ def learn_declared(ledger, dataset, files, prints) -> list:
     from .._dates import today
 
     notes = []
-    key = load_key(ledger.path)
+    key = ledger.record_key()
     for f, (_, fp) in zip(files, prints):
         sketch = RecordSketch(key)
         with ledger._operation(write=False) as conn:
