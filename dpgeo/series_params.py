@@ -9,7 +9,7 @@ title, one help text, their choices and defaults, and where they are offered.
 The command line (:mod:`dpgeo.cli.args`), the service's process inputs
 (:mod:`dpgeo.server.processes.declared`), the QGIS parameters
 (``qgis_plugin/dpgeo_qgis/parameters.py``) and the entry points' documentation
-(:mod:`dpgeo.pipeline._docs`, ``docs/parameters.md``) read them from here; what
+(:mod:`dpgeo.generators.docs`, ``docs/parameters.md``) read them from here; what
 stays specific to a front end is its widget or its value's form (a field of
 the input layer in QGIS, a date-time widget for the bounds, ``--append`` as a
 switch on the first ``-o`` file, the service's patterns and lengths).

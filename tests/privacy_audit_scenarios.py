@@ -29,7 +29,7 @@ from scipy import stats
 
 import dpgeo
 import dpgeo.pipeline._common
-import dpgeo.pipeline.dbscan
+import dpgeo.declarations.spans
 import dpgeo.pipeline.run
 import dpgeo.pipeline.series
 from dpgeo import histogram
@@ -805,7 +805,7 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
                              functools.partial(_cap_per_period, _orig=dpgeo.pipeline.series.count_points)),
         # the count release of the pipeline (heat layers, hot spots, spans) draws from the histogram it binds
         "release noise scale x1/2":
-            lambda: _patched_everywhere((dpgeo.pipeline.dbscan,), "dense_histogram",
+            lambda: _patched_everywhere((dpgeo.declarations.spans,), "dense_histogram",
                                         lambda o: _scale_epsilon(o, 2)),
     }
 
@@ -841,4 +841,4 @@ def _sensitivity_one(orig):
 
 def memoised_noise_bound():
     """Memoise Γ in the pipeline (a function of public parameters only) for fast end-to-end runs."""
-    return _patched(dpgeo.pipeline.dbscan, "noise_bound", _memo_noise_bound)
+    return _patched(dpgeo.declarations.spans, "noise_bound", _memo_noise_bound)

@@ -14,8 +14,8 @@ import pytest
 import dpgeo
 from dpgeo.declare import REQUIRED, Mechanism, Param
 from dpgeo.errors import ParameterError
-from dpgeo.pipeline._docs import parameters_markdown, qgis_offered
-from dpgeo.pipeline.registry import MECHANISMS, mechanism
+from dpgeo.generators.docs import parameters_markdown, qgis_offered
+from dpgeo.declarations.registry import MECHANISMS, mechanism
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,7 +161,7 @@ def test_service_series_inputs_are_the_declared_ones(mech):
 
 def test_series_defaults_and_choices_are_declared_once():
     from dpgeo.periods import DEFAULT_TIMEZONE, PERIOD_KINDS
-    from dpgeo.pipeline._docs import COMMON_DEFAULTS, COMMON_DOCS
+    from dpgeo.generators.docs import COMMON_DEFAULTS, COMMON_DOCS
     from dpgeo.pipeline.series import PERSON_ACCOUNTING, SERIES_DEFAULTS
     from dpgeo.series_params import series_offered, series_param
 

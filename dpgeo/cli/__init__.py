@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    from ..pipeline.registry import MECHANISMS
+    from ..declarations.registry import MECHANISMS
     from .declared import add_mechanism_commands
 
     add_mechanism_commands(sub, MECHANISMS)

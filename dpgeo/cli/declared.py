@@ -1,7 +1,7 @@
 """The subcommands of the declared mechanisms, generated from each declaration (:mod:`dpgeo.declare`).
 
 ``dpgeo spans``, ``dpgeo wavecluster``, ``dpgeo kmeans``, ``dpgeo preview`` and
-every mechanism added to :mod:`dpgeo.pipeline.registry` get their options
+every mechanism added to :mod:`dpgeo.declarations.registry` get their options
 here: the input, output, privacy and study-area options every run shares
 (:mod:`.args`), and one option per declared parameter, with its type, range,
 unit, default and help taken from the declaration.

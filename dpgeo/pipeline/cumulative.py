@@ -46,7 +46,7 @@ CUMULATIVE_FIELDS = (
 def run_cumulative(mech, points, values, *, p, epsilon, c, so, v, composition, unit, stacklevel=2):
     """Running totals of ``mech``'s grid over the series' periods (see the module notes)."""
     from ..series import SeriesRelease, series_layer
-    from .series_info import series_info
+    from ..series.info import series_info
 
     if so.append is not None:
         raise ParameterError("running totals (cumulative) cover the series' periods from its start: they take no "

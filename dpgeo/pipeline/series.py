@@ -45,7 +45,7 @@ from ..noise import NoiseSource
 from ..periods import make_periods
 from ..release import Release, run_protected_files, start_charge
 from ..series_params import PERSON_ACCOUNTING, series_offered
-from .series_info import ACCOUNTING_TEXT, series_info  # noqa: F401 (ACCOUNTING_TEXT: exported from here)
+from ..series.info import ACCOUNTING_TEXT, series_info  # noqa: F401 (ACCOUNTING_TEXT: exported from here)
 from ._common import (
     _fixed_grid,
     _progress,
@@ -136,7 +136,7 @@ def run_series(mech, points, values: dict, *, stacklevel=2):
     """
     from ..series import SeriesRelease, series_layer
     from ._common import validated
-    from .series_append import earlier_series
+    from ..series.append import earlier_series
 
     if mech.reads is None:
         raise ParameterError(f"{mech.title} reads no data: it has no series")

@@ -25,9 +25,9 @@ from ..noise import discrete_laplace_q, noise_rate, sum_interval_halfwidth
 from ..polygons import cluster_polygons
 from ..release import Release
 from ..resources import check_plan, plan_run
-from ._common import _crs_label, _progress
-from ._docs import entry_point
-from .auto import (
+from ..pipeline._common import _crs_label, _progress
+from ..generators.docs import entry_point
+from .spans_auto import (
     AUTO_MECHANISM,
     auto_budget_checked,
     auto_cell_width,
@@ -38,7 +38,7 @@ from .auto import (
     check_auto,
     is_auto,
 )
-from .run import run_preview, run_release
+from ..pipeline.run import run_preview, run_release
 
 __all__ = ["dbscan_spans", "noise_preview", "SPANS", "PREVIEW", "SpansMechanism", "PreviewMechanism",
            "CLUSTER_FIELDS"]

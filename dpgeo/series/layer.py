@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .release import Release
+from ..release import Release
 
 __all__ = ["SeriesRelease", "persistent_ids", "series_layer", "PERIOD_FIELDS", "period_file_name"]
 

@@ -165,7 +165,7 @@ def _with_series(target, mech):
     @functools.wraps(target)
     def with_series(*args, **kwargs):
         series = {k: kwargs.pop(k) for k in missing if k in kwargs}
-        from .series import is_series
+        from ..pipeline.series import is_series
 
         if not is_series(series):
             return target(*args, **kwargs)
@@ -175,7 +175,7 @@ def _with_series(target, mech):
         for p in tail:
             values.update(values.pop(p.name, {}))
         values.update(series)
-        from .run import run_release
+        from ..pipeline.run import run_release
 
         return run_release(mech, values.pop(next(iter(sig.parameters))), values)
 
