@@ -1,7 +1,7 @@
 """The options of a map series, declared once for every front end.
 
 Every release of a mechanism that reads data can be a series: one release per
-public period (:mod:`dpgeo.pipeline.series`). Its options — the time column,
+public period (:mod:`dpgeo.series.options`, run by :mod:`dpgeo.pipeline.steps`). Its options — the time column,
 the period kind, the public bounds, the time zone, the time format, how a
 person's cap counts, continuing an earlier series, one file per period and
 running totals — are declared here as :class:`~dpgeo.declare.Param`, with one

@@ -162,7 +162,7 @@ def test_service_series_inputs_are_the_declared_ones(mech):
 def test_series_defaults_and_choices_are_declared_once():
     from dpgeo.periods import DEFAULT_TIMEZONE, PERIOD_KINDS
     from dpgeo.generators.docs import COMMON_DEFAULTS, COMMON_DOCS
-    from dpgeo.pipeline.series import PERSON_ACCOUNTING, SERIES_DEFAULTS
+    from dpgeo.series.options import PERSON_ACCOUNTING, SERIES_DEFAULTS
     from dpgeo.series_params import series_offered, series_param
 
     assert series_param("period").choices == PERIOD_KINDS

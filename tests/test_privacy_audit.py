@@ -158,7 +158,6 @@ def test_injected_breaks_are_undone():
     import dpgeo.pipeline._common
     import dpgeo.declarations.spans
     import dpgeo.pipeline.run
-    import dpgeo.pipeline.series
     from dpgeo import histogram
     from dpgeo.counting import reservoir
     from dpgeo.mechanisms import auto as m_auto
@@ -167,7 +166,7 @@ def test_injected_breaks_are_undone():
     from dpgeo.counting import CellCounts
 
     targets = [(histogram, "dense_histogram"), (histogram, "sparse_histogram"), (reservoir, "_smallest_keys"),
-               (CellCounts, "by_period"), (dpgeo.pipeline.series, "count_points"),
+               (CellCounts, "by_period"), (dpgeo.pipeline.run, "count_points"),
                *[(m, "_noisy_counts") for m in (privqt, privthr, privthr_em)],
                *[(m, "approximation_sensitivity") for m in (transform, privthr, privthr_em)],
                (privthr_em, "_em_select"), (dpgeo.pipeline._common, "_contribution"),

@@ -136,7 +136,7 @@ def series_values(args, contribution) -> dict:
     import os
 
     from ..errors import ParameterError
-    from ..pipeline.series import is_series, series_options
+    from ..series.options import is_series, series_options
 
     v = {"time": args.time, "period": args.period, "period_start": args.period_start, "period_end": args.period_end,
          "timezone": args.timezone, "time_format": args.time_format, "person_accounting": args.person_accounting,

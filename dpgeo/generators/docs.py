@@ -165,7 +165,7 @@ def _with_series(target, mech):
     @functools.wraps(target)
     def with_series(*args, **kwargs):
         series = {k: kwargs.pop(k) for k in missing if k in kwargs}
-        from ..pipeline.series import is_series
+        from ..series.options import is_series
 
         if not is_series(series):
             return target(*args, **kwargs)

@@ -157,7 +157,7 @@ class DeclaredProcess(Process):
         """A series' public checks, in the request: an offered time column, periods from the bounds, the series to
         continue (published by this process for this dataset)."""
         from ...errors import ParameterError
-        from ...pipeline.series import series_options
+        from ...series.options import series_options
 
         values = self.series_values(params, dataset)
         if not values:
