@@ -29,6 +29,7 @@ from ..pipeline._common import _crs_label, _progress
 from ..generators.docs import entry_point
 from .spans_auto import (
     AUTO_MECHANISM,
+    LEVEL_FIELDS,
     auto_budget_checked,
     auto_cell_width,
     auto_grid,
@@ -124,7 +125,8 @@ class SpansMechanism(Mechanism):
                    "(dp_count) and its 95% interval.")
     keywords = ("differential privacy", "DBSCAN", "clusters", "hot spots")
     params = SPANS_PARAMS
-    fields = CLUSTER_FIELDS
+    # without a radius (auto), the flat map adds each cluster's level
+    fields = CLUSTER_FIELDS + tuple(Field(name, "int", text) for name, text in LEVEL_FIELDS.items())
     read_share = 0.4
     examples = """\
 examples:
