@@ -244,7 +244,7 @@ def _md(text) -> str:
 def parameters_markdown(mechanisms) -> str:
     """``docs/parameters.md``: one table per mechanism, generated from the declarations (``dev/update-generated``)."""
     out = ["# Parameters of every mechanism", "",
-           "Generated from the mechanisms' declarations (`dpgeo/pipeline/`) by `dev/update-generated`; do not edit "
+           "Generated from the mechanisms' declarations (`dpgeo/declarations/`) by `dev/update-generated`; do not edit "
            "by hand (a test compares this file with the declarations). The same declaration makes the Python "
            "keyword, the command-line option, the QGIS parameter and the service input, so the four cannot "
            "disagree. Every release also takes the common options (input, `--epsilon`, the study area, "
