@@ -211,3 +211,16 @@ def test_the_command_line_runs_every_mechanism_in_every_shape(shape, points, tmp
         assert ("series" in md) is (shape != "single")
         (rec,) = Ledger(str(ledger)).budget(mech.name).releases
         assert rec.status == "completed" and float(rec.epsilon) == 1.0
+
+
+def test_a_reference_method_that_adds_no_noise_is_private_only_as_running_totals(points):
+    """WaveCluster's exact reference releases exact clusters (not private, never charged), but its running totals
+    are the binary tree's noisy counts on its grid (private, charged): the one rule says so before a run, for
+    every front end (the QGIS plugin asks it before reading the layer)."""
+    from dpgeo.declarations.registry import mechanism
+
+    wave = mechanism("dp-wavecluster")
+    exact = dict(method="exact")
+    assert is_private_run(wave, _values(wave, "single", points, **exact)) is False
+    assert is_private_run(wave, _values(wave, "series", points, **exact)) is False
+    assert is_private_run(wave, _values(wave, "running totals", points, **exact)) is True
