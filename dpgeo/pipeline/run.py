@@ -55,6 +55,7 @@ from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: e
 
 __all__ = ["run_release", "run_preview", "is_private_run", "Contribution", "contribution", "public_plan", "COMMON_KEYS"]
 
+
 def public_plan(mech, values: dict, area, *, epsilon=None, sensitivity=1, person=None, max_points_per_person=None,
                 max_memory_bytes=None):
     """Everything a run of ``mech`` would check before reading data, for a public study area (``None``:
@@ -101,8 +102,12 @@ def is_private_run(mech, values: dict) -> bool:
     exact reference does not, but its running totals do). Public inputs only; raises what the run would raise
     for bad parameters. The front ends that show the budget before a run ask this."""
     v, p, epsilon, c = validated(mech, values)
-    step = release_step(mech, values, v, p, epsilon, c)
-    return NoiseSource(v["seed"]).private and not v["domain_from_data"] and step.private
+    return _is_private(NoiseSource(v["seed"]), v, release_step(mech, values, v, p, epsilon, c))
+
+
+def _is_private(source, v, step) -> bool:
+    """The one rule: private noise (no test seed), a public study area, a step that adds noise."""
+    return source.private and not v["domain_from_data"] and step.private
 
 
 def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
@@ -139,7 +144,7 @@ def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
     # -- charge: refused beyond the dataset's total --
     charge = start_charge(ledger=v["ledger"], dataset=v["dataset"], points=points, epsilon=epsilon,
                           mechanism=step.ledger_name, analyst=v["analyst"],
-                          private=source.private and not v["domain_from_data"] and step.private,
+                          private=_is_private(source, v, step),
                           unattended=v["unattended"], stacklevel=stacklevel + 2, series=step.ledger_entry())
     progress = v["progress"]
     with charge:
