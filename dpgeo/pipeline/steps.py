@@ -205,6 +205,10 @@ class RunningTotals(_Step):
                                  "person_accounting='series'")
         if epsilon is None:
             raise ParameterError("running totals add noise: they need epsilon")
+        chooses_grid = getattr(mech, "chooses_grid", None)  # a grid picked at run time from a noisy total
+        if chooses_grid is not None and chooses_grid(p):
+            raise ParameterError("running totals add up one grid over every period, fixed before the data is read: "
+                                 f"give {mech.cell_option}")
         self.levels = len(so.periods).bit_length()
 
     @property
