@@ -81,7 +81,7 @@ import sys, json, time, math
 import numpy as np
 sys.path.insert(0, {here!r})
 from dpgeo.domain import StudyArea
-from dpgeo.pipeline import _dbscan_setup
+from dpgeo.declarations.spans import _dbscan_setup
 from dpgeo.mechanisms.dbscan import dbscan_cells
 from dpgeo.histogram import exact_counts, noisy_histogram, NoisyHistogram
 from dpgeo.noise import NoiseSource

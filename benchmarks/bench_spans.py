@@ -110,7 +110,7 @@ STAGES = {
 import numpy as np, time, dpgeo, json, sys
 from dpgeo.domain import StudyArea
 from dpgeo.grid import Grid, cell_width_for_radius
-from dpgeo.pipeline import _dbscan_setup
+from dpgeo.declarations.spans import _dbscan_setup
 from dpgeo.histogram import noisy_histogram
 from dpgeo.mechanisms.dbscan import dbscan_cells
 from dpgeo.noise import NoiseSource

@@ -277,7 +277,7 @@ def dbscan_labels(x, y, box, epsilon, seed, radius, min_points, assign_cache):
     from dpgeo.histogram import noisy_histogram
     from dpgeo.mechanisms.dbscan import dbscan_cells
     from dpgeo.noise import NoiseSource
-    from dpgeo.pipeline import _dbscan_setup
+    from dpgeo.declarations.spans import _dbscan_setup
 
     key = round(radius, 12)
     if key not in assign_cache:

@@ -24,9 +24,12 @@ listed above it)::
     io/           release files: GeoPackage, GeoJSON, HTML map, PNG (+ metadata back in)
     budget/       the persistent privacy-budget ledger (SQLite), one per organisation
     release       Release: one charge, one layer + metadata, written to any number of files
-    series        SeriesRelease: one release per period as one time-enabled layer, cluster ids that persist
-    pipeline/     the public entry points: validate → count → charge → mechanism → layer
-                  (dbscan_spans, wavecluster, noise_preview; kmeans; heat, hotspots in pipeline/heat)
+    series/       SeriesRelease: one release per period as one time-enabled layer, cluster ids that persist;
+                  a series' metadata; an earlier series read back to append periods
+    pipeline/     the one release runner: validate → plan → charge → count → step → assemble
+    generators/   what the declarations generate: entry points' docstrings, docs/parameters.md
+    declarations/ one declaration per mechanism and its entry point (dbscan_spans, noise_preview,
+                  wavecluster, kmeans, heat, hotspots), the registry the front ends list
     evaluation    utility measures against a reference (owner only: not private)
     compare       private vs exact clustering of the same data (owner only)
     server/       dpgeo serve: the OGC API – Processes service (jobs, releases, analysts' tokens)
@@ -57,9 +60,10 @@ from .counting.readers import read_points
 from .counting.inputs import open_points
 from .counting.postgis import postgis
 from .io.files import read_layer_metadata
-from .pipeline import dbscan_spans, noise_preview, wavecluster
-from .pipeline.kmeans import kmeans
-from .pipeline.heat import cells_preview, heat, hotspots
+from .declarations.spans import dbscan_spans, noise_preview
+from .declarations.wavecluster import wavecluster
+from .declarations.kmeans import kmeans
+from .declarations.heat import cells_preview, heat, hotspots
 from .release import ClusterLayer, Release, read_release
 from .series import SeriesRelease
 

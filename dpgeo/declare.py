@@ -11,7 +11,7 @@ points) — and its layer's fields. The front ends are generated from it: the
 ``dpgeo`` subcommand's options, the QGIS Processing parameters and help, the
 service process's inputs (their JSON Schema) and the parameter tables of
 ``docs/parameters.md``. A new mechanism is one module and one line in
-:mod:`dpgeo.pipeline.registry`; see ``docs/adding-a-mechanism.md``.
+:mod:`dpgeo.declarations.registry`; see ``docs/adding-a-mechanism.md``.
 
 This module only describes and checks parameters; it imports nothing of the
 data side.

@@ -299,7 +299,7 @@ def start_charge(*, ledger, dataset, points, epsilon, delta=0.0, mechanism, anal
     stacklevel : int
         Where a warning about an unnamed dataset points (the caller of the caller, by default).
     series : dict, optional
-        A series (:func:`dpgeo.pipeline.series.run_series`): ``periods`` (``[(start, end, label)]``),
+        A series (:mod:`dpgeo.pipeline.steps`): ``periods`` (``[(start, end, label)]``),
         ``composition`` and ``unit``, and ``append`` (the id of the series its periods are appended to,
         or None). See :meth:`dpgeo.budget.Ledger.reserve` and :meth:`~dpgeo.budget.Ledger.append_periods`.
 

@@ -1,7 +1,7 @@
 """The options of a map series, declared once for every front end.
 
 Every release of a mechanism that reads data can be a series: one release per
-public period (:mod:`dpgeo.pipeline.series`). Its options — the time column,
+public period (:mod:`dpgeo.series.options`, run by :mod:`dpgeo.pipeline.steps`). Its options — the time column,
 the period kind, the public bounds, the time zone, the time format, how a
 person's cap counts, continuing an earlier series, one file per period and
 running totals — are declared here as :class:`~dpgeo.declare.Param`, with one
@@ -9,7 +9,7 @@ title, one help text, their choices and defaults, and where they are offered.
 The command line (:mod:`dpgeo.cli.args`), the service's process inputs
 (:mod:`dpgeo.server.processes.declared`), the QGIS parameters
 (``qgis_plugin/dpgeo_qgis/parameters.py``) and the entry points' documentation
-(:mod:`dpgeo.pipeline._docs`, ``docs/parameters.md``) read them from here; what
+(:mod:`dpgeo.generators.docs`, ``docs/parameters.md``) read them from here; what
 stays specific to a front end is its widget or its value's form (a field of
 the input layer in QGIS, a date-time widget for the bounds, ``--append`` as a
 switch on the first ``-o`` file, the service's patterns and lengths).

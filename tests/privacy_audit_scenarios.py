@@ -29,9 +29,8 @@ from scipy import stats
 
 import dpgeo
 import dpgeo.pipeline._common
-import dpgeo.pipeline.dbscan
+import dpgeo.declarations.spans
 import dpgeo.pipeline.run
-import dpgeo.pipeline.series
 from dpgeo import histogram
 from dpgeo.counting import CellCounts, reservoir
 from dpgeo.counting.accumulate import sum_by_id
@@ -801,11 +800,11 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
         "series periods overlap (a record in two releases)":
             lambda: _patched(CellCounts, "by_period", _overlapping_periods(CellCounts.by_period)),
         "series cap counted per period":
-            lambda: _patched(dpgeo.pipeline.series, "count_points",
-                             functools.partial(_cap_per_period, _orig=dpgeo.pipeline.series.count_points)),
+            lambda: _patched(dpgeo.pipeline.run, "count_points",
+                             functools.partial(_cap_per_period, _orig=dpgeo.pipeline.run.count_points)),
         # the count release of the pipeline (heat layers, hot spots, spans) draws from the histogram it binds
         "release noise scale x1/2":
-            lambda: _patched_everywhere((dpgeo.pipeline.dbscan,), "dense_histogram",
+            lambda: _patched_everywhere((dpgeo.declarations.spans,), "dense_histogram",
                                         lambda o: _scale_epsilon(o, 2)),
     }
 
@@ -823,7 +822,7 @@ def _overlapping_periods(orig):
 
 
 def _cap_per_period(*a, _orig=None, **kw):
-    kw["cap_per_period"] = kw.get("cap") is not None
+    kw["cap_per_period"] = kw.get("cap") is not None and kw.get("time") is not None  # a series' counting only
     return _orig(*a, **kw)
 def _total_at_histogram_share(orig):
     def f(*a, **kw):
@@ -841,4 +840,4 @@ def _sensitivity_one(orig):
 
 def memoised_noise_bound():
     """Memoise Γ in the pipeline (a function of public parameters only) for fast end-to-end runs."""
-    return _patched(dpgeo.pipeline.dbscan, "noise_bound", _memo_noise_bound)
+    return _patched(dpgeo.declarations.spans, "noise_bound", _memo_noise_bound)

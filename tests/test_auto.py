@@ -114,7 +114,7 @@ def test_the_pipeline_scales_the_noise_by_the_person_cap(monkeypatch):
     """dbscan_spans without a radius, one person of K = 2 points each: the histogram the pipeline releases
     has noise of decay exp(-0.95 ε / 2) (chi-square at 1e-6 accepts it) and not exp(-0.95 ε) (the cap not
     passed on: rejected). Every point lies in one cell, so all the other cells are pure noise."""
-    import dpgeo.pipeline.auto as pipeline_auto
+    import dpgeo.declarations.spans_auto as pipeline_auto
 
     runs = []
     real = pipeline_auto.auto_spans_cells

@@ -14,8 +14,8 @@ import pytest
 import dpgeo
 from dpgeo.declare import REQUIRED, Mechanism, Param
 from dpgeo.errors import ParameterError
-from dpgeo.pipeline._docs import parameters_markdown, qgis_offered
-from dpgeo.pipeline.registry import MECHANISMS, mechanism
+from dpgeo.generators.docs import parameters_markdown, qgis_offered
+from dpgeo.declarations.registry import MECHANISMS, mechanism
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def test_cli_options_are_the_declared_parameters(mech):
               "basemap_attribution", "epsilon", "max_points_per_record", "person", "max_points_per_person", "seed",
               "max_memory", "dataset", "ledger", "unattended", "domain", "domain_crs", "crs", "domain_from_data",
               "quiet", "json", "title",
-              # a map series (pipeline/series.py): every release command takes them
+              # a map series (pipeline/run.py, series/): every release command takes them
               "time", "period", "period_start", "period_end", "timezone", "time_format", "person_accounting",
               "append", "per_period_files", "cumulative"}
     declared = {p.cli_dest for p in mech.offered("cli")}
@@ -162,8 +162,8 @@ def test_service_series_inputs_are_the_declared_ones(mech):
 
 def test_series_defaults_and_choices_are_declared_once():
     from dpgeo.periods import DEFAULT_TIMEZONE, PERIOD_KINDS
-    from dpgeo.pipeline._docs import COMMON_DEFAULTS, COMMON_DOCS
-    from dpgeo.pipeline.series import PERSON_ACCOUNTING, SERIES_DEFAULTS
+    from dpgeo.generators.docs import COMMON_DEFAULTS, COMMON_DOCS
+    from dpgeo.series.options import PERSON_ACCOUNTING, SERIES_DEFAULTS
     from dpgeo.series_params import series_offered, series_param
 
     assert series_param("period").choices == PERIOD_KINDS

@@ -17,8 +17,11 @@ PLUGIN = ROOT / "qgis_plugin" / "dpgeo_qgis"
 MECHANISMS = ROOT / "dpgeo" / "mechanisms"
 
 #: Modules above the mechanisms in the data flow; a mechanism never imports them.
-ABOVE_MECHANISMS = ("dpgeo.pipeline", "dpgeo.cli", "dpgeo.io", "dpgeo.result", "dpgeo.polygons", "dpgeo.nested_polygons",
+ABOVE_MECHANISMS = ("dpgeo.pipeline", "dpgeo.declarations", "dpgeo.generators", "dpgeo.series", "dpgeo.cli",
+                    "dpgeo.server", "dpgeo.io", "dpgeo.result", "dpgeo.polygons", "dpgeo.nested_polygons",
                     "dpgeo.compare", "dpgeo.evaluation", "dpgeo.formats")
+PIPELINE = ROOT / "dpgeo" / "pipeline"
+DECLARATIONS = ROOT / "dpgeo" / "declarations"
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -161,3 +164,59 @@ def test_module_listing_in_the_package_docstring_is_the_import_order():
             if other in top and top[other] > top[first]:
                 wrong.append(f"{mod} imports {dep}, listed below it")
     assert not wrong, "\n".join(wrong)
+
+
+def _mechanism_classes(path: Path) -> list[str]:
+    """The classes of ``path`` that derive from a mechanism declaration (a base whose name ends in Mechanism)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ClassDef):
+            bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+            if any(b.endswith("Mechanism") for b in bases):
+                out.append(node.name)
+    return out
+
+
+def test_pipeline_is_the_runner_alone():
+    """dpgeo/pipeline/ runs releases: it declares no mechanism and imports neither the declarations, the
+    generators nor a front end (the declarations import the runner, not the other way round)."""
+    offenders = []
+    for path in sorted(PIPELINE.rglob("*.py")):
+        offenders += [f"{path.relative_to(ROOT)} declares {c}" for c in _mechanism_classes(path)]
+        for mod in imported_modules(path, ROOT / "dpgeo"):
+            if any(mod == top or mod.startswith(top + ".") for top in
+                   ("dpgeo.declarations", "dpgeo.generators", "dpgeo.cli", "dpgeo.server")):
+                offenders.append(f"{path.relative_to(ROOT)} imports {mod}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_every_mechanism_is_declared_in_declarations():
+    """A mechanism's declaration lives in dpgeo/declarations/ (the registry lists it); nowhere else. (dpgeo compare's
+    non-private comparison systems declare their parameters beside the comparison: they are never released.)"""
+    owner_only = ROOT / "dpgeo" / "compare"
+    elsewhere = [f"{p.relative_to(ROOT)}: {', '.join(c)}" for p in sorted((ROOT / "dpgeo").rglob("*.py"))
+                 if DECLARATIONS not in p.parents and owner_only not in p.parents and p.name != "declare.py"
+                 and (c := _mechanism_classes(p))]
+    assert not elsewhere, "mechanism declarations outside dpgeo/declarations/:\n" + "\n".join(elsewhere)
+    assert all(_mechanism_classes(p) or p.name in ("__init__.py", "registry.py") or p.name.startswith("spans_")
+               for p in DECLARATIONS.glob("*.py")), "dpgeo/declarations/ holds declarations (and their helpers) only"
+
+
+def test_series_has_one_home():
+    """No module is called series.py: what a series is lives in the package dpgeo/series/."""
+    assert (ROOT / "dpgeo" / "series" / "__init__.py").is_file()
+    stray = [str(p.relative_to(ROOT)) for p in (ROOT / "dpgeo").rglob("series.py")]
+    assert not stray, stray
+
+
+def test_the_runner_is_one_function():
+    """run_release is the only caller of the counting and of the charge: one skeleton runs every release."""
+    callers = {}
+    for path in sorted((ROOT / "dpgeo").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+                if name in ("start_charge", "base_metadata"):
+                    callers.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    assert callers == {"start_charge": {"dpgeo/pipeline/run.py"}, "base_metadata": {"dpgeo/pipeline/run.py"}}, callers

@@ -22,7 +22,7 @@ import dpgeo.nested_polygons as nested
 from dpgeo.domain import StudyArea
 from dpgeo.grid import Grid
 from dpgeo.nested_polygons import nested_cell_polygons, subtree_sums
-from dpgeo.pipeline import auto as p_auto
+from dpgeo.declarations import spans_auto as p_auto
 from dpgeo.polygons import _union_cells, cluster_polygons, nested_cluster_polygons
 
 CRS = "EPSG:32615"

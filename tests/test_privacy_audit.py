@@ -156,9 +156,8 @@ def test_series_audit_bounded(key):
 def test_injected_breaks_are_undone():
     """A break is active only inside its context (the other tests see the real code)."""
     import dpgeo.pipeline._common
-    import dpgeo.pipeline.dbscan
+    import dpgeo.declarations.spans
     import dpgeo.pipeline.run
-    import dpgeo.pipeline.series
     from dpgeo import histogram
     from dpgeo.counting import reservoir
     from dpgeo.mechanisms import auto as m_auto
@@ -167,19 +166,19 @@ def test_injected_breaks_are_undone():
     from dpgeo.counting import CellCounts
 
     targets = [(histogram, "dense_histogram"), (histogram, "sparse_histogram"), (reservoir, "_smallest_keys"),
-               (CellCounts, "by_period"), (dpgeo.pipeline.series, "count_points"),
+               (CellCounts, "by_period"), (dpgeo.pipeline.run, "count_points"),
                *[(m, "_noisy_counts") for m in (privqt, privthr, privthr_em)],
                *[(m, "approximation_sensitivity") for m in (transform, privthr, privthr_em)],
                (privthr_em, "_em_select"), (dpgeo.pipeline._common, "_contribution"),
                (m_auto, "dense_histogram"), (m_auto, "release_total"),
-               (dpgeo.pipeline.dbscan, "noise_bound")]
+               (dpgeo.declarations.spans, "noise_bound")]
     before = [getattr(m, name) for m, name in targets]
     split = dict(_checks._DEFAULT_SPLIT)
     for brk in scenarios.breaks().values():
         with brk():
             pass
     with scenarios.memoised_noise_bound():
-        assert dpgeo.pipeline.dbscan.noise_bound is not before[-1]
+        assert dpgeo.declarations.spans.noise_bound is not before[-1]
     assert [getattr(m, name) for m, name in targets] == before
     assert _checks._DEFAULT_SPLIT == split
 

@@ -67,7 +67,7 @@ def test_owner_data_error_before_noise_cancels_the_charge(ledger):
 
 
 def test_failure_after_noise_stays_charged(ledger, monkeypatch):
-    import dpgeo.pipeline.dbscan as pl  # where dbscan_spans binds cluster_polygons
+    import dpgeo.declarations.spans as pl  # where dbscan_spans binds cluster_polygons
 
     def broken(*a, **k):
         raise RuntimeError("polygons failed")
@@ -193,7 +193,7 @@ def test_outputs_carry_the_day_of_the_release_never_a_time_of_day(ledger, tmp_pa
 
 def test_a_release_whose_layer_fails_is_recorded_failed_never_completed(ledger, monkeypatch):
     """WaveCluster made its polygons after completing the charge: a failure there left 'completed' and no file."""
-    from dpgeo.pipeline import wave
+    from dpgeo.declarations import wavecluster as wave
 
     def broken(*a, **k):
         raise RuntimeError("the layer could not be made")

@@ -30,7 +30,7 @@ def far_away(n=50):
 
 
 def test_owner_mode_refuses_no_point_in_the_study_area_before_any_noise(monkeypatch):
-    import dpgeo.pipeline.dbscan as pl  # where dbscan_spans binds _release_histogram
+    import dpgeo.declarations.spans as pl  # where dbscan_spans binds _release_histogram
 
     def no_noise(*a, **k):
         raise AssertionError("noise was drawn")

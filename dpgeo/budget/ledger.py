@@ -18,7 +18,7 @@ from .._dates import today as _today
 from .._version import __version__
 from ..errors import LedgerError, ParameterError
 from . import datasets as _ds
-from . import series as _series
+from . import series_rows as _series
 from . import sketches as _sk
 from .amounts import _check_name, exact_value, format_exact
 from .location import _default_path as _default_ledger_path

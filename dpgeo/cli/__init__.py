@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks of unexpected errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    from ..pipeline.registry import MECHANISMS
+    from ..declarations.registry import MECHANISMS
     from .declared import add_mechanism_commands
 
     add_mechanism_commands(sub, MECHANISMS)
@@ -94,10 +94,12 @@ def command_line_words(message: str) -> str:
     --------
     >>> command_line_words("give both radius_m and min_points, or neither")
     'give both --radius and --min-points, or neither'
+    >>> command_line_words("needs period_start and period_end (--period-start, --period-end)")
+    'needs --period-start and --period-end'
     """
     import re
 
-    from ..pipeline.registry import MECHANISMS
+    from ..declarations.registry import MECHANISMS
     from ..series_params import SERIES_PARAMS
 
     flags = {}
@@ -108,7 +110,13 @@ def command_line_words(message: str) -> str:
         return message
     pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(flags, key=len, reverse=True)))
                          + r")(?![\w(=])")
-    return pattern.sub(lambda m: flags[m.group(1)], message)
+    out = pattern.sub(lambda m: flags[m.group(1)], message)
+
+    def drop_repeat(m):  # "(--a, --b)" after --a and --b themselves: said twice once the names are flags
+        named = re.findall(r"--[\w-]+", m.group(1))
+        return "" if all(f in out[:m.start()] for f in named) else m.group(0)
+
+    return re.sub(r"\s*\(((?:--[\w-]+)(?:,\s*--[\w-]+)*)\)", drop_repeat, out)
 
 
 def main(argv=None) -> int:

@@ -1,7 +1,7 @@
 """The subcommands of the declared mechanisms, generated from each declaration (:mod:`dpgeo.declare`).
 
 ``dpgeo spans``, ``dpgeo wavecluster``, ``dpgeo kmeans``, ``dpgeo preview`` and
-every mechanism added to :mod:`dpgeo.pipeline.registry` get their options
+every mechanism added to :mod:`dpgeo.declarations.registry` get their options
 here: the input, output, privacy and study-area options every run shares
 (:mod:`.args`), and one option per declared parameter, with its type, range,
 unit, default and help taken from the declaration.
@@ -136,7 +136,7 @@ def series_values(args, contribution) -> dict:
     import os
 
     from ..errors import ParameterError
-    from ..pipeline.series import is_series, series_options
+    from ..series.options import is_series, series_options
 
     v = {"time": args.time, "period": args.period, "period_start": args.period_start, "period_end": args.period_end,
          "timezone": args.timezone, "time_format": args.time_format, "person_accounting": args.person_accounting,

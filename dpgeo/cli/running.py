@@ -96,7 +96,7 @@ def _prepare_run(args, check=None, series=None):
                           person=args.person, engine=args.engine)
     time = None
     if series:  # a series reads one more column: its time (checked with the rest of the structure)
-        from ..pipeline.series import series_options
+        from ..series.options import series_options
 
         time = series_options(series).time
         if time.column is None:

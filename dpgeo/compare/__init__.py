@@ -175,7 +175,9 @@ def compare(points, *, algorithm: str = "spans", epsilon: float | None = None, d
         ``kmeans`` and ``eppkm`` add ``centroid_shift_m`` (mean distance of
         each private centroid to its matched reference centroid).
     """
-    from ..pipeline import dbscan_spans, load_points, prepare_points, wavecluster
+    from ..counting import load_points, prepare_points
+    from ..declarations.spans import dbscan_spans
+    from ..declarations.wavecluster import wavecluster
 
     params = {k: v for k, v in params.items() if v is not None}
     area = _check_params(algorithm, epsilon, params, domain, domain_crs, crs)
@@ -249,7 +251,7 @@ def compare(points, *, algorithm: str = "spans", epsilon: float | None = None, d
 def _compare_kmeans_family(points, *, algorithm, epsilon, area, crs, input_crs, seed, png_path, progress,
                            params) -> CompareReport:
     """DP k-means, EPP-KM or DiffHWT against scikit-learn's k-means on the points inside the study area."""
-    from ..pipeline import load_points, prepare_points
+    from ..counting import load_points, prepare_points
 
     try:
         from sklearn.cluster import KMeans

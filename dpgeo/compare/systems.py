@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from ..declare import Mechanism, Param
 from ..errors import ParameterError
-from ..pipeline.dbscan import SPANS
-from ..pipeline.kmeans import KMEANS, KMEANS_PARAMS
-from ..pipeline.wave import WAVECLUSTER
+from ..declarations.spans import SPANS
+from ..declarations.kmeans import KMEANS, KMEANS_PARAMS
+from ..declarations.wavecluster import WAVECLUSTER
 
 __all__ = ["EPPKM", "DIFFHWT", "COMPARED", "REFERENCE_NEEDS", "required"]
 

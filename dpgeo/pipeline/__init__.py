@@ -1,8 +1,8 @@
-"""Public entry points: points in, differentially private layer out.
+"""The one release runner: public inputs in, one charge, the private points counted once, a Release out.
 
 Every mechanism is one declaration (:class:`dpgeo.declare.Mechanism`, listed
-in :mod:`dpgeo.pipeline.registry`) and every release runs through the one
-pipeline, :func:`dpgeo.pipeline.run.run_release`:
+in :mod:`dpgeo.declarations.registry`) and every release runs through the one
+runner, :func:`dpgeo.pipeline.run.run_release`:
 
 1. **validate** — every parameter against its declaration, the contribution
    bound, the seed;
@@ -17,16 +17,14 @@ pipeline, :func:`dpgeo.pipeline.run.run_release`:
    for k-means, the points) and public parameters only;
 6. **layer** — post-processing of the released values into polygons with
    ``dp_count`` and the privacy metadata.
+
+The mechanisms' declarations and their Python entry points are in
+:mod:`dpgeo.declarations`.
 """
 
 from __future__ import annotations
 
 from ..counting import load_points, prepare_points
-from .dbscan import _dbscan_setup, dbscan_spans, noise_preview  # noqa: F401 (the benchmarks use _dbscan_setup)
-from .kmeans import kmeans
-from .registry import MECHANISMS, mechanism
 from .run import public_plan, run_preview, run_release
-from .wave import wavecluster
 
-__all__ = ["dbscan_spans", "wavecluster", "kmeans", "noise_preview", "run_release", "run_preview", "public_plan",
-           "MECHANISMS", "mechanism", "load_points", "prepare_points"]
+__all__ = ["run_release", "run_preview", "public_plan", "load_points", "prepare_points"]

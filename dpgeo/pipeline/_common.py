@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .._dates import today
 from .._version import __version__
-from ..domain import as_study_area
+from ..domain import _crs_label, as_study_area
 from ..errors import NotPrivateWarning, ParameterError
 from ..noise import sampler_description
 
@@ -153,11 +153,6 @@ def _person_label(person):
         return f"column {person!r}"
     name = getattr(person, "name", None)  # a named pandas Series, e.g. df["driver_id"]
     return f"column {name!r}" if isinstance(name, str) and name else "the given person identifiers"
-
-
-def _crs_label(crs):
-    e = crs.to_epsg()
-    return f"EPSG:{e}" if e else crs.name
 
 
 def _warn_if_not_private(md, stacklevel=3):

@@ -1,24 +1,31 @@
-"""The one release pipeline: validate → plan → charge → count → mechanism → layer → Release.
+"""The one release runner: validate → plan → charge → count → step → assemble.
 
-Every mechanism declared with :class:`dpgeo.declare.Mechanism` runs through
+Every release of every mechanism declared with :class:`dpgeo.declare.Mechanism`
+— a single release, a map series, running totals — runs through
 :func:`run_release`, in this order:
 
 1. **validate** — the mechanism's parameters against their declaration, the
-   contribution bound (record or person), the seed;
+   contribution bound (record or person), the seed, and the *step*
+   (:func:`dpgeo.pipeline.steps.release_step`): each period (a single release
+   is a series of one period) or running totals, with the series' options;
 2. **plan** — the public study area, the grid and the memory of the run
-   (``mechanism.grid``) and every public quantity (``mechanism.setup``: noise
-   bounds, thresholds, ε shares), before anything is read or charged;
+   (``mechanism.grid``), every public quantity (``mechanism.setup``: noise
+   bounds, thresholds, ε shares) and the step's own checks (an earlier series
+   to append to, the running totals' tree), before anything is read or charged;
 3. **charge** — the release is reserved in the privacy-budget ledger
-   (:func:`dpgeo.release.start_charge`), refused beyond the dataset's total;
-4. **count** — the private points are read, projected and added up per cell of
-   the public grid (:func:`dpgeo.counting.count_points`), and a keyed sketch of
-   the records taken in the same pass tells the ledger which declared dataset
-   they are (:mod:`dpgeo.budget.sketches`); an error or a refusal here cancels
-   the charge (no noise has been drawn);
-5. **mechanism** — ``mechanism.run``, the only step that draws noise;
-6. **layer** — the metadata joined to the layer; the release is marked
-   completed only once the layer exists (an error after the noise leaves the
-   charge spent, marked failed).
+   (:func:`dpgeo.release.start_charge`), with the periods of a series,
+   refused beyond the dataset's total;
+4. **count** — the private points are read **once**, projected and added up
+   per cell of the public grid (and per period of a series:
+   :func:`dpgeo.counting.count_points`), and a keyed sketch of the records
+   taken in the same pass tells the ledger which declared dataset they are
+   (:mod:`dpgeo.budget.sketches`); an error or a refusal here cancels the
+   charge (no noise has been drawn);
+5. **step** — ``mechanism.run`` on each period's counts, or the binary tree
+   of running totals: the only step that draws noise;
+6. **assemble** — the metadata every release shares joined to the step's
+   layers; the release is marked completed only once the layer exists (an
+   error after the noise leaves the charge spent, marked failed).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import sys
 from ..counting import count_points
 from ..noise import NoiseSource
 from ..release import Release, run_protected_files, start_charge
+from .steps import release_step
 from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: exported from here)
     COMMON_KEYS,
     Contribution,
@@ -47,7 +55,8 @@ from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: e
     validated,
 )
 
-__all__ = ["run_release", "run_preview", "Contribution", "contribution", "public_plan", "COMMON_KEYS"]
+__all__ = ["run_release", "run_preview", "is_private_run", "Contribution", "contribution", "public_plan", "COMMON_KEYS"]
+
 
 def public_plan(mech, values: dict, area, *, epsilon=None, sensitivity=1, person=None, max_points_per_person=None,
                 max_memory_bytes=None):
@@ -89,25 +98,37 @@ def _frames_to_caller() -> int:
     return n + 1
 
 
+def is_private_run(mech, values: dict) -> bool:
+    """Whether a run of ``mech`` with the keyword arguments ``values`` would be differentially private, and so
+    charged to the dataset's ledger: no test seed, a public study area, and a step that adds noise (WaveCluster's
+    exact reference does not, but its running totals do). Public inputs only; raises what the run would raise
+    for bad parameters. The front ends that show the budget before a run ask this."""
+    v, p, epsilon, c = validated(mech, values)
+    return _is_private(NoiseSource(v["seed"]), v, release_step(mech, values, v, p, epsilon, c))
+
+
+def _is_private(source, v, step) -> bool:
+    """The one rule: private noise (no test seed), a public study area, a step that adds noise."""
+    return source.private and not v["domain_from_data"] and step.private
+
+
 def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
     """Run ``mech`` on ``points`` with ``values`` (its parameters and the common keyword arguments).
 
     ``values`` is usually the entry point's ``locals()``; keys that are neither
     the mechanism's parameters nor :data:`COMMON_KEYS` are ignored, except the
-    series keywords (:data:`dpgeo.pipeline.series.SERIES_KEYS`: ``time``,
-    ``period``, ...), which make the run a series
-    (:func:`dpgeo.pipeline.series.run_series`). Warnings
+    series keywords (:data:`dpgeo.series.options.SERIES_KEYS`: ``time``,
+    ``period``, ...), which make the run a series: a
+    :class:`~dpgeo.series.SeriesRelease` (:mod:`dpgeo.pipeline.steps`). Warnings
     (not private, an unnamed dataset) point ``stacklevel`` frames above this
     function: by default at the first caller outside dpgeo.
     """
     if stacklevel is None:
         stacklevel = _frames_to_caller()
-    from .series import is_series, run_series
-
-    if is_series(values):  # time=, period=, ...: one release per public period (pipeline/series.py)
-        return run_series(mech, points, values, stacklevel=stacklevel + 1)
-    # -- validate (public inputs only) --
+    # -- validate (public inputs only): the parameters, the contribution bound, the step and its options --
     v, p, epsilon, c = validated(mech, values)
+    step = release_step(mech, values, v, p, epsilon, c)
+    scheduler = step.scheduler(v["scheduler"])
     protected = run_protected_files(points, v["domain"], v["ledger"])
     p["epsilon"] = epsilon
 
@@ -116,43 +137,41 @@ def run_release(mech, points, values: dict, *, stacklevel=None) -> Release:
 
     domain = v["domain"]
     # -- plan: the grid and every public quantity, before any data is read or charged --
-    if not v["domain_from_data"]:
+    if not v["domain_from_data"]:  # (a series always has a public study area: release_step refused it)
         domain = _study_area(domain, v["domain_crs"], v["crs"])
         grid, grid_for = _fixed_grid(domain, grid_for)
         mech.setup(grid, p, c)
+        step.plan(domain, grid)
     source = NoiseSource(v["seed"])
     # -- charge: refused beyond the dataset's total --
     charge = start_charge(ledger=v["ledger"], dataset=v["dataset"], points=points, epsilon=epsilon,
-                          mechanism=mech.ledger_name(p), analyst=v["analyst"],
-                          private=source.private and not v["domain_from_data"] and mech.is_private(p),
-                          unattended=v["unattended"], stacklevel=stacklevel + 2)
+                          mechanism=step.ledger_name, analyst=v["analyst"],
+                          private=_is_private(source, v, step),
+                          unattended=v["unattended"], stacklevel=stacklevel + 2, series=step.ledger_entry())
     progress = v["progress"]
     with charge:
-        # -- count (private; an error here cancels the charge: no noise yet) --
+        # -- count (private, read once; an error here cancels the charge: no noise yet) --
         with charge.before_noise():
-            _progress(progress, 0.0, _reading_message(points, v["scheduler"]))
+            _progress(progress, 0.0, _reading_message(points, scheduler))
             counts = count_points(points, grid_for=grid_for, domain=domain, domain_crs=v["domain_crs"], crs=v["crs"],
                                   domain_from_data=v["domain_from_data"], input_crs=v["input_crs"],
                                   person=v["person"], cap=c.cap, rng=source, unattended=v["unattended"],
-                                  scheduler=v["scheduler"], progress=_reading(progress, mech.read_share),
-                                  sketch=charge.record_sketch(), **mech.count_options(p))
+                                  scheduler=scheduler, progress=_reading(progress, mech.read_share),
+                                  sketch=charge.record_sketch(), **step.count_options(), **mech.count_options(p))
             charge.records_read()  # which dataset the records are: checked before any noise
             grid = counts.grid
             setup = mech.setup(grid, p, c)
+            parts = step.split(counts)
         diagnostics = counts.diagnostics
-        # -- mechanism (the only step that draws noise) and layer (post-processing) --
-        out = mech.run(counts, p, c, setup, source, progress)
         del counts
-        md = base_metadata(method=mech.method_name(p), mechanism=mech.mechanism_title(p), epsilon=epsilon,
-                           area=grid.area, source=source, sensitivity=c.sensitivity, person=c.person, cap=c.cap)
-        reasons = md["not_private_reasons"] + [r for r in out.not_private_reasons
-                                               if r not in md["not_private_reasons"]]
-        md.update(out.metadata)
-        md["not_private_reasons"] = reasons
-        md["differentially_private"] = not reasons
-        md.update(charge.metadata())
+        # -- step: the only one that draws noise --
+        outs = step.run(parts, grid, setup, source, progress)
+        # -- assemble (post-processing) --
+        method, title = step.method()
+        md = base_metadata(method=method, mechanism=title, epsilon=epsilon, area=grid.area, source=source,
+                           sensitivity=c.sensitivity, person=c.person, cap=c.cap)
+        release = step.assemble(md, outs, charge, diagnostics=diagnostics, protected=protected, grid=grid)
         charge.complete()
-    _warn_if_not_private(md, stacklevel=stacklevel + 2)
+    _warn_if_not_private(release.metadata, stacklevel=stacklevel + 2)
     _progress(progress, 1.0, "done")
-    return Release(layer=out.layer, metadata=md, diagnostics=diagnostics, cells=out.cells, _protected=protected,
-                   _charge=charge, _levels=out.levels)
+    return release

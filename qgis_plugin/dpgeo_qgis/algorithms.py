@@ -1,6 +1,6 @@
 """The dpgeo Processing algorithms, generated from the library's mechanism declarations.
 
-Every mechanism the library declares (:mod:`dpgeo.pipeline.registry`: DP-DBSCAN
+Every mechanism the library declares (:mod:`dpgeo.declarations.registry`: DP-DBSCAN
 spans, DP WaveCluster, DP k-means, the noise preview, ...) becomes one
 algorithm: :class:`DeclaredAlgorithm` takes its name, title, help and
 parameters from the declaration (:mod:`.declared`) and runs it through the
@@ -142,7 +142,7 @@ def algorithms():
         import_dpgeo()
     except DpgeoImportError:
         return [UnavailableAlgorithm(name, title) for name, title in _offered()]
-    from dpgeo.pipeline.registry import MECHANISMS
+    from dpgeo.declarations.registry import MECHANISMS
 
     offered = [m for m in MECHANISMS if m.qgis_id and "qgis" in m.fronts]
     from .preview import PreviewAlgorithm

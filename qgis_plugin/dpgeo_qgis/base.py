@@ -68,6 +68,22 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
         return True, ""
 
     # -- a run -------------------------------------------------------------------
+    def is_private_run(self, kwargs, area, seed, person_field, cap, time_field, series):
+        """Whether the library will call this run private (and charge it): its rule, asked before any data is
+        read (:func:`dpgeo.pipeline.run.is_private_run`)."""
+        from dpgeo.errors import DpgeoError
+        from dpgeo.pipeline.run import is_private_run
+
+        values = {**kwargs, **area, "seed": seed}
+        if person_field:
+            values.update(person=person_field, max_points_per_person=cap)
+        if time_field:
+            values.update(series, time=time_field)
+        try:
+            return is_private_run(self.mechanism, values)
+        except DpgeoError as err:
+            raise QgsProcessingException(str(err)) from err
+
     def run_points_algorithm(self, parameters, context, feedback, func, kwargs):
         """Check, read the points, run ``func(points, **kwargs)`` and write the sink.
 
@@ -90,7 +106,7 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
         if area["domain_from_data"]:  # the library derives the extent from the points themselves
             area = {"domain": None, "domain_from_data": True}
         seed = self.optional_int(parameters, self.SEED, context)
-        private = seed is None and not area["domain_from_data"] and kwargs.get("epsilon") is not None
+        private = self.is_private_run(kwargs, area, seed, person_field, cap, time_field, series)
         kwargs.update(self.check_budget(parameters, context, feedback, epsilon=kwargs.get("epsilon"),
                                         private=private))
         try:

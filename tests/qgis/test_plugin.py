@@ -222,7 +222,7 @@ def test_algorithm_dialog_builds_offscreen(plugin, processing_module, stub_iface
 
 def test_every_dialog_has_the_declared_parameters(plugin):
     """The QGIS parameters are generated from the library's declarations: names, kinds, defaults, ranges, flags."""
-    from dpgeo.pipeline.registry import MECHANISMS
+    from dpgeo.declarations.registry import MECHANISMS
     from qgis.core import QgsProcessingParameterDefinition as Def
 
     for mech in MECHANISMS:
@@ -262,7 +262,7 @@ def test_every_dialog_has_the_declared_parameters(plugin):
 def test_every_dialog_has_the_declared_series_parameters(plugin):
     """The map series' parameters are the library's declared series options (dpgeo.series_params): labels, help,
     options, defaults, advanced flags; only the widgets are QGIS's own (a field, date-time bounds, "No series")."""
-    from dpgeo.pipeline.registry import MECHANISMS
+    from dpgeo.declarations.registry import MECHANISMS
     from dpgeo.series_params import series_offered
     from qgis.core import QgsProcessingParameterDefinition as Def
 

@@ -169,7 +169,7 @@ def test_every_mechanism_declares_an_o1_cost():
     (an H3 resolution of 15 over a city: no cell listed, answered at once)."""
     from dpgeo.declare import Cost
     from dpgeo.domain import as_study_area
-    from dpgeo.pipeline.registry import MECHANISMS
+    from dpgeo.declarations.registry import MECHANISMS
     from dpgeo.pipeline.run import contribution, public_plan
 
     area = as_study_area(AREA_TEXT)

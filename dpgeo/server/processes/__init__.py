@@ -1,11 +1,11 @@
 """The processes of the service (OGC API – Processes): one per declared mechanism offered on the service.
 
 Each is a :class:`~.declared.DeclaredProcess` generated from the mechanism's
-declaration (:mod:`dpgeo.pipeline.registry`), behind the small base class
+declaration (:mod:`dpgeo.declarations.registry`), behind the small base class
 :class:`~.base.Process`.
 """
 
-from ...pipeline.registry import MECHANISMS
+from ...declarations.registry import MECHANISMS
 from .base import Process, validate_inputs
 from .declared import DeclaredProcess
 

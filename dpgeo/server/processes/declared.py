@@ -156,7 +156,7 @@ class DeclaredProcess(Process):
         """A series' public checks, in the request: an offered time column, periods from the bounds, the series to
         continue (published by this process for this dataset)."""
         from ...errors import ParameterError
-        from ...pipeline.series import series_options
+        from ...series.options import series_options
 
         values = self.series_values(params, dataset)
         if not values:
@@ -179,7 +179,7 @@ class DeclaredProcess(Process):
             if end is not None and so.periods.start < end:
                 raise ParameterError(f"input 'period_start' must be at or after the end of the series it continues "
                                      f"({iso_utc(end)}): only later periods are appended")
-            from ...pipeline.series_append import time_basis_problems
+            from ...series.append import time_basis_problems
 
             differ = time_basis_problems(rec["metadata"]["series"], so)
             if differ:  # a record's time read otherwise could fall in the new periods: released twice

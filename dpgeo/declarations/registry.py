@@ -7,10 +7,10 @@ if it should have one, a Python entry point) and add one line here; see
 
 from __future__ import annotations
 
-from .dbscan import PREVIEW, SPANS
 from .heat import CELLS_PREVIEW, HEAT, HOTSPOTS
+from .spans import PREVIEW, SPANS
 from .kmeans import KMEANS
-from .wave import WAVECLUSTER
+from .wavecluster import WAVECLUSTER
 
 __all__ = ["MECHANISMS", "mechanism"]
 

@@ -1,6 +1,6 @@
 """The periods of a series in the ledger: recorded with the series, checked when a later period is appended.
 
-A series (``dpgeo.pipeline.series``) is **one** release row with one row per
+A series (``dpgeo.series``) is **one** release row with one row per
 period in ``release_periods``. What it spends depends on how its periods
 compose (:data:`~dpgeo.budget.records.COMPOSITIONS`, docs/privacy.md §6,
 "Series"). An append adds period rows to the series under a run id of its

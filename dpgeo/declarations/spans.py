@@ -25,10 +25,11 @@ from ..noise import discrete_laplace_q, noise_rate, sum_interval_halfwidth
 from ..polygons import cluster_polygons
 from ..release import Release
 from ..resources import check_plan, plan_run
-from ._common import _crs_label, _progress
-from ._docs import entry_point
-from .auto import (
+from ..pipeline._common import _crs_label, _progress
+from ..generators.docs import entry_point
+from .spans_auto import (
     AUTO_MECHANISM,
+    LEVEL_FIELDS,
     auto_budget_checked,
     auto_cell_width,
     auto_grid,
@@ -38,7 +39,7 @@ from .auto import (
     check_auto,
     is_auto,
 )
-from .run import run_preview, run_release
+from ..pipeline.run import run_preview, run_release
 
 __all__ = ["dbscan_spans", "noise_preview", "SPANS", "PREVIEW", "SpansMechanism", "PreviewMechanism",
            "CLUSTER_FIELDS"]
@@ -124,7 +125,8 @@ class SpansMechanism(Mechanism):
                    "(dp_count) and its 95% interval.")
     keywords = ("differential privacy", "DBSCAN", "clusters", "hot spots")
     params = SPANS_PARAMS
-    fields = CLUSTER_FIELDS
+    # without a radius (auto), the flat map adds each cluster's level
+    fields = CLUSTER_FIELDS + tuple(Field(name, "int", text) for name, text in LEVEL_FIELDS.items())
     read_share = 0.4
     examples = """\
 examples:
@@ -148,13 +150,15 @@ examples:
     def method_name(self, p):
         return "dbscan_spans"
 
+    def steps(self, p):
+        """The steps of a run with parameters ``p``: with a radius and MinPts (Qiu & Yi), or without (auto)."""
+        return AUTO_SPANS if is_auto(p) else FIXED_SPANS
+
     def ledger_name(self, p):
-        return "dp-dbscan-spans-auto" if is_auto(p) else self.name
+        return self.steps(p).ledger_name or self.name
 
     def cell_width(self, area, p):
-        if is_auto(p):
-            return auto_cell_width(area, p)
-        return cell_width_for_radius(p.radius_m, p.eta)
+        return self.steps(p).cell_width(area, p)
 
     def cost(self, area, p, c):
         from ..costs import clusters_cost
@@ -162,25 +166,17 @@ examples:
         return clusters_cost(area, self.cell_width(area, p), layers=2 if p.get("levels") else 1)
 
     def mechanism_title(self, p):
-        return AUTO_MECHANISM if is_auto(p) else "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
+        return self.steps(p).title
 
     def check(self, p):
         check_auto(p, self.params)
 
     def check_run(self, p, epsilon, c):
-        if is_auto(p) and epsilon is not None:
-            auto_budget_checked(epsilon, c.sensitivity)
+        self.steps(p).check_run(p, epsilon, c)
         noise_rate(epsilon, c.sensitivity)  # the exact sampler's range, refused here rather than after reading
 
     def grid(self, area, p, c, max_memory_bytes=None):
-        if is_auto(p):
-            return auto_grid(area, p, c, max_memory_bytes)
-        cell_m = cell_width_for_radius(p.radius_m, p.eta)
-        check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=p.epsilon, sensitivity=c.sensitivity,
-                            kappa=len(neighbourhood_offsets(p.eta)), histogram=p.histogram,
-                            max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells),
-                   max_memory_bytes, cell_option="radius (or eta)")
-        return Grid(area, cell_m)
+        return self.steps(p).grid(area, p, c, max_memory_bytes)
 
     def linear_in_contribution(self, grid, p, c):
         # one histogram with discrete Laplace noise of decay exp(-ε/s), dense or sparse: one point moves one
@@ -189,15 +185,46 @@ examples:
 
     def setup(self, grid, p, c):
         """All public quantities of a DP-DBSCAN run on ``grid`` (no data involved)."""
-        if is_auto(p):
-            return auto_setup(grid, p, c)
+        return self.steps(p).setup(grid, p, c)
+
+    def run(self, counts, p, c, setup, rng, progress):
+        return self.steps(p).run(counts, p, c, setup, rng, progress)
+
+    def preview(self, area, p, c):
+        return self.steps(p).preview(area, p, c)
+
+
+class FixedSpans:
+    """The steps of DP-DBSCAN spans with a radius and MinPts (Qiu & Yi, Algorithm 1)."""
+
+    ledger_name = None  # the declaration's name
+    title = "DP-DBSCAN spans (Qiu & Yi, Algorithm 1)"
+
+    @staticmethod
+    def cell_width(area, p):
+        return cell_width_for_radius(p.radius_m, p.eta)
+
+    @staticmethod
+    def check_run(p, epsilon, c):
+        pass
+
+    @staticmethod
+    def grid(area, p, c, max_memory_bytes=None):
+        cell_m = cell_width_for_radius(p.radius_m, p.eta)
+        check_plan(plan_run(area, cell_m, mechanism="dbscan", epsilon=p.epsilon, sensitivity=c.sensitivity,
+                            kappa=len(neighbourhood_offsets(p.eta)), histogram=p.histogram,
+                            max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells),
+                   max_memory_bytes, cell_option="radius (or eta)")
+        return Grid(area, cell_m)
+
+    @staticmethod
+    def setup(grid, p, c):
         return _dbscan_setup(grid, epsilon=p.epsilon, radius_m=p.radius_m, min_points=p.min_points, beta=p.beta,
                              eta=p.eta, histogram=p.histogram, gamma=p.gamma, sensitivity=c.sensitivity,
                              max_dense_cells=p.max_dense_cells, max_false_cells=p.max_false_cells, extent=p.extent)
 
-    def run(self, counts, p, c, setup, rng, progress):
-        if is_auto(p):
-            return auto_run(counts, p, c, setup, rng, progress)
+    @staticmethod
+    def run(counts, p, c, setup, rng, progress):
         kind, q, theta, bound, extent_bound, params = setup
         grid = counts.grid
         _progress(progress, 0.4, f"noisy {kind} histogram over {grid.n_cells:,} cells")
@@ -215,16 +242,36 @@ examples:
         md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
         return Outcome(layer, md, spans)
 
-    def preview(self, area, p, c):
-        if is_auto(p):
-            return auto_preview(area, p, c)
-        grid = self.grid(area, p, c, p.get("max_memory_bytes"))
-        kind, q, theta, bound, _, params = self.setup(grid, p, c)
+    @classmethod
+    def preview(cls, area, p, c):
+        grid = cls.grid(area, p, c, p.get("max_memory_bytes"))
+        kind, q, theta, bound, _, params = cls.setup(grid, p, c)
         params["count_error_95"] = sum_interval_halfwidth(1, q, 0.95)
         params["count_sd"] = math.sqrt(2 * q) / (1 - q)
         params["working_crs"] = _crs_label(area.crs)
         params["spends_budget"] = False
         return params
+
+
+class AutoSpans:
+    """The steps of DP-DBSCAN spans without a radius (auto: density levels of one histogram;
+    :mod:`dpgeo.declarations.spans_auto`)."""
+
+    ledger_name = "dp-dbscan-spans-auto"
+    title = AUTO_MECHANISM
+    cell_width = staticmethod(auto_cell_width)
+    grid = staticmethod(auto_grid)
+    setup = staticmethod(auto_setup)
+    run = staticmethod(auto_run)
+    preview = staticmethod(auto_preview)
+
+    @staticmethod
+    def check_run(p, epsilon, c):
+        if epsilon is not None:
+            auto_budget_checked(epsilon, c.sensitivity)
+
+
+FIXED_SPANS, AUTO_SPANS = FixedSpans(), AutoSpans()
 
 
 def _dbscan_setup(grid, *, epsilon, radius_m, min_points, beta, eta, histogram, gamma, sensitivity,

@@ -39,10 +39,11 @@ from ..mechanisms.hotspots import HOTSPOT_CLASSES
 from ..noise import discrete_laplace_q, discrete_laplace_variance, noise_rate, sum_interval_halfwidth
 from ..release import Release
 from ..resources import check_plan, plan_heat
-from ._common import _crs_label, _progress
-from ._docs import entry_point
-from .dbscan import _release_histogram
-from .run import run_preview, run_release
+from ..domain import _crs_label
+from ..pipeline._common import _progress
+from ..generators.docs import entry_point
+from .spans import _release_histogram
+from ..pipeline.run import run_preview, run_release
 
 __all__ = ["heat", "hotspots", "cells_preview", "HEAT", "HOTSPOTS", "CELLS_PREVIEW", "HeatMechanism",
            "HotspotsMechanism", "CellsPreviewMechanism"]

@@ -14,10 +14,10 @@ from ..noise import RATE_MAX, NoiseSource
 from ..polygons import cluster_polygons
 from ..release import Release
 from ..resources import check_plan, grid_shape, plan_run
-from ._common import _progress, check_int, check_positive
-from ._docs import entry_point
-from .dbscan import CLUSTER_FIELDS
-from .run import run_release
+from ..pipeline._common import _progress, check_int, check_positive
+from ..generators.docs import entry_point
+from .spans import CLUSTER_FIELDS
+from ..pipeline.run import run_release
 
 __all__ = ["wavecluster", "WAVECLUSTER", "WaveClusterMechanism"]
 

@@ -123,7 +123,7 @@ def earlier_series(append, mech, p, area, so, unit, composition) -> Prior:
         problems.append("its parameters differ (" + ", ".join(diff) + ")")
     if _normal(md.get("domain")) != _normal(area.to_metadata()):
         problems.append("its study area differs")
-    from ._common import _crs_label
+    from ..domain import _crs_label
 
     if md.get("working_crs") != _crs_label(area.crs):
         problems.append(f"its working CRS is {md.get('working_crs')}, this run's {_crs_label(area.crs)}")

@@ -21,9 +21,9 @@ from ..mechanisms.kmeans import (
 )
 from ..release import Release
 from ..resources import check_plan, plan_run
-from ._common import _progress
-from ._docs import entry_point
-from .run import run_release
+from ..pipeline._common import _progress
+from ..generators.docs import entry_point
+from ..pipeline.run import run_release
 
 __all__ = ["kmeans", "KMEANS_MECHANISM", "KMEANS", "KMeansMechanism"]
 

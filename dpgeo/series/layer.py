@@ -1,7 +1,7 @@
 """A map series: one DP release per public period, read, charged and written as one.
 
 :class:`SeriesRelease` is what a run with ``time=`` and ``period=`` returns
-(:func:`dpgeo.pipeline.series.run_series`): the releases of every period
+(:func:`dpgeo.pipeline.run.run_release` with ``time=`` and ``period=``): the releases of every period
 (:attr:`SeriesRelease.releases`, each a :class:`~dpgeo.release.Release` with
 its own metadata) and **one time-enabled layer** that holds them all, each
 feature with its period (``period``, ``period_start``, ``period_end``, UTC;
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .release import Release
+from ..release import Release
 
 __all__ = ["SeriesRelease", "persistent_ids", "series_layer", "PERIOD_FIELDS", "period_file_name"]
 

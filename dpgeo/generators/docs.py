@@ -115,7 +115,7 @@ def _series_doc(p) -> tuple[str, str]:
     return api_typ, text.replace(p.help, p.help + note, 1)
 
 
-# -- a series (pipeline/series.py): one release per public period, its keywords as declared --
+# -- a series (pipeline/run.py, series/): one release per public period, its keywords as declared --
 COMMON_DOCS.update({p.name: _series_doc(p) for p in series_offered("api")})
 
 #: The defaults of the keyword arguments every release shares (see :data:`COMMON_DOCS`).
@@ -144,7 +144,7 @@ def _full_signature(func, mech):
     return sig.replace(parameters=own + extra)
 
 
-#: The keywords of a map series (``pipeline/series.py``), which every entry point of a mechanism that reads data
+#: The keywords of a map series (``pipeline/run.py``, ``series/``), which every entry point of a mechanism that reads data
 #: takes, whether or not its function names them.
 _SERIES_KEYS = tuple(p.name for p in series_offered("api"))
 
@@ -165,7 +165,7 @@ def _with_series(target, mech):
     @functools.wraps(target)
     def with_series(*args, **kwargs):
         series = {k: kwargs.pop(k) for k in missing if k in kwargs}
-        from .series import is_series
+        from ..series.options import is_series
 
         if not is_series(series):
             return target(*args, **kwargs)
@@ -175,7 +175,7 @@ def _with_series(target, mech):
         for p in tail:
             values.update(values.pop(p.name, {}))
         values.update(series)
-        from .run import run_release
+        from ..pipeline.run import run_release
 
         return run_release(mech, values.pop(next(iter(sig.parameters))), values)
 
@@ -244,7 +244,7 @@ def _md(text) -> str:
 def parameters_markdown(mechanisms) -> str:
     """``docs/parameters.md``: one table per mechanism, generated from the declarations (``dev/update-generated``)."""
     out = ["# Parameters of every mechanism", "",
-           "Generated from the mechanisms' declarations (`dpgeo/pipeline/`) by `dev/update-generated`; do not edit "
+           "Generated from the mechanisms' declarations (`dpgeo/declarations/`) by `dev/update-generated`; do not edit "
            "by hand (a test compares this file with the declarations). The same declaration makes the Python "
            "keyword, the command-line option, the QGIS parameter and the service input, so the four cannot "
            "disagree. Every release also takes the common options (input, `--epsilon`, the study area, "

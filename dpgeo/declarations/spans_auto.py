@@ -1,4 +1,4 @@
-"""DP-DBSCAN spans without a radius (``auto``): the steps :class:`~dpgeo.pipeline.dbscan.SpansMechanism` takes
+"""DP-DBSCAN spans without a radius (``auto``): the steps :class:`~dpgeo.declarations.spans.SpansMechanism` takes
 when neither ``radius_m`` nor ``min_points`` is given.
 
 The pipeline (:func:`dpgeo.pipeline.run.run_release`) is the same as for spans
@@ -41,7 +41,7 @@ from ..mechanisms.resolution import (
 from ..noise import discrete_laplace_q, noise_rate, sum_abs_bound
 from ..polygons import cluster_polygons, nested_cluster_polygons
 from ..resources import check_plan, plan_run
-from ._common import _crs_label, _progress
+from ..pipeline._common import _crs_label, _progress
 
 __all__ = [
     "AUTO_MECHANISM",
