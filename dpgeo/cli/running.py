@@ -89,7 +89,8 @@ def _prepare_run(args, check=None, series=None):
     prog = _Progress(args.quiet or _unattended(args))
     # the input is read by the pipeline, after the privacy-budget charge: a refused run reads nothing
     table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
-                      person=args.person, engine=args.engine)
+                      person=args.person, engine=args.engine,
+                      quoted_newlines=getattr(args, "quoted_newlines", False))
     time = None
     if series:  # a series reads one more column: its time (checked with the rest of the structure)
         from ..pipeline.series import series_options

@@ -322,6 +322,14 @@ def numbers_from_arrow(col):
         return _filled(vals), empty, ~good & ~empty
     if pa.types.is_null(t):
         return np.full(n, np.nan), ~none, none
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):  # text read as bytes (CSV): UTF-8 record by record
+        from .csvlines import text_of_binary
+
+        text, not_utf8, _ = text_of_binary(col)
+        v, missing, unparsed = numbers_from_arrow(text)
+        if not_utf8 is not None:
+            missing, unparsed = missing & ~not_utf8, unparsed | not_utf8
+        return v, missing, unparsed
     raise InputError(f"a coordinate column has type {t}; it must hold numbers")
 
 
@@ -364,6 +372,15 @@ def person_from_arrow(col):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if pa.types.is_dictionary(col.type):
         col = col.cast(col.type.value_type)
+    if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):  # text read as bytes (CSV)
+        from .csvlines import text_of_binary
+
+        col, not_utf8, raw = text_of_binary(col)
+        if not_utf8 is not None:  # kept, its bytes escaped: an identifier need not be text
+            values = col.to_numpy(zero_copy_only=False)
+            for i, v in raw.items():
+                values[i] = v.decode("utf-8", "backslashreplace")
+            return values, np.asarray(col.is_null()) & ~not_utf8
     if pa.types.is_floating(col.type):
         missing = np.asarray(pc.fill_null(pc.is_nan(col), True)) | np.asarray(col.is_null())
     else:

@@ -32,7 +32,7 @@ class PointFile:
     Attributes
     ----------
     path : str
-    layer, x, y, input_crs, person, engine
+    layer, x, y, input_crs, person, engine, quoted_newlines
         As for :func:`open_points`.
     """
 
@@ -43,6 +43,7 @@ class PointFile:
     input_crs: object = None
     person: str | None = None
     engine: str = "auto"
+    quoted_newlines: bool = False
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)
@@ -52,11 +53,11 @@ class PointFile:
         return open_points(self.path, layer=self.layer, x=self.x, y=self.y,
                            input_crs=self.input_crs if input_crs is None else input_crs,
                            person=self.person if person is None else person, engine=self.engine,
-                           batch_rows=batch_rows, time=time)
+                           batch_rows=batch_rows, time=time, quoted_newlines=self.quoted_newlines)
 
 
 def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=None, engine="auto",
-                batch_rows=DEFAULT_BATCH_ROWS, time=None, times=None) -> PointSource:
+                batch_rows=DEFAULT_BATCH_ROWS, time=None, times=None, quoted_newlines=False) -> PointSource:
     """The :class:`PointSource` of any accepted point input, checked from its structure alone.
 
     Parameters
@@ -89,6 +90,13 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
         period of each point.
     times : array_like, optional
         With ``time`` and points in memory (``(x, y, crs)`` arrays, a PointTable): the time of each point.
+    quoted_newlines : bool
+        CSV only: the file has line breaks inside quoted fields, so a record
+        follows its quotes across lines. By default a record is one physical
+        line, and a line that leaves a quote open is dropped alone (counted
+        as ``malformed_row``); with this option one field that opens a quote
+        and never closes it swallows the lines after it, up to the end of
+        its block of 48 MiB. Give it only for an export that needs it.
 
     Raises
     ------
@@ -136,7 +144,7 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
             from .tables import CsvSource
 
             return CsvSource(files, label=label, x=x, y=y, input_crs=input_crs, person=person,
-                             batch_rows=batch_rows, time=time)
+                             batch_rows=batch_rows, time=time, quoted_newlines=quoted_newlines)
         if any(is_csv(f) or is_parquet(f) for f in files):
             raise InputError(f"{label!r} mixes table files (CSV/Parquet) with other files; give one kind")
         if x is not None or y is not None:

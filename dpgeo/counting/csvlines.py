@@ -1,0 +1,177 @@
+"""CSV records one physical line each, and text fields decoded record by record.
+
+The reader's part of the guarantee (``docs/privacy.md``, "One record in, at
+most one record out"): nothing one record holds may change how another
+record is read, or whether the run succeeds. For CSV that takes two things
+a CSV parser does not give by itself:
+
+* **Framing.** By default a record is one physical line (ended by ``\\n``,
+  ``\\r\\n`` or ``\\r``). A parser that follows quotes across line ends lets
+  one field that opens a quote and never closes it swallow every later line
+  of its block. Here the text is cut into chunks at line ends, each chunk is
+  parsed by pyarrow, and the number of rows it gives is checked against the
+  number of non-empty lines of the chunk (one vectorised pass). Only when
+  they differ are the lines that leave a quote open found (a regular
+  expression of the parser's own quoting rules, applied to the lines that
+  hold a quote) and dropped, each counted as ``malformed_row``, and the chunk
+  is parsed again. A line of the wrong number of fields is dropped and
+  counted the same way, by the parser.
+* **Text.** Columns are read as bytes; a field that is not UTF-8 makes its
+  record's coordinate or time ``unparsed`` (and a person identifier is kept
+  with its bytes escaped), instead of failing the file.
+
+An owner whose export has line breaks inside quoted fields says so
+(``quoted_newlines=True``, ``--quoted-newlines``): records then follow the
+quotes, and one field that opens a quote without closing it swallows the
+lines after it up to the end of its block of 48 MiB — the cost of that choice.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+__all__ = ["line_chunks", "count_lines", "parse_lines", "text_of_binary"]
+
+#: Bytes of CSV text per chunk (≈ 1–2 million short records).
+CHUNK_BYTES = 48 << 20
+
+
+def line_chunks(stream, chunk_bytes=CHUNK_BYTES, first=b""):
+    """Chunks of whole physical lines of a binary stream (each ends at a line end, or at the end of the text)."""
+    tail = first
+    while True:
+        data = stream.read(chunk_bytes)
+        if not data:
+            if tail:
+                yield tail
+            return
+        buf = tail + bytes(data) if tail else bytes(data)
+        cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
+        if cut == 0:  # no line end yet: one line longer than a chunk
+            tail = buf
+            continue
+        yield buf[:cut]
+        tail = buf[cut:]
+
+
+def count_lines(buf) -> int:
+    """Non-empty physical lines of ``buf`` (``\\n``, ``\\r\\n`` and ``\\r`` end a line; pyarrow skips empty ones)."""
+    a = np.frombuffer(buf, dtype=np.uint8)
+    if a.size == 0:
+        return 0
+    n = 0
+    nl = np.flatnonzero(a == 10)
+    if nl.size:
+        prev = np.where(nl > 0, a[np.maximum(nl - 1, 0)], 10)
+        n += int(np.count_nonzero((prev != 10) & (prev != 13)))  # after \r: the \n of a \r\n, no line of its own
+    cr = np.flatnonzero(a == 13)
+    if cr.size:
+        prev = np.where(cr > 0, a[np.maximum(cr - 1, 0)], 10)
+        n += int(np.count_nonzero((prev != 10) & (prev != 13)))
+    if a[-1] not in (10, 13):
+        n += 1
+    return n
+
+
+def _line_re(delimiter: str):
+    """A line that pyarrow reads as one row: its quoted fields all close (``""`` is a quote inside one)."""
+    d = re.escape(delimiter.encode())
+    field = rb'(?:"(?:[^"]|"")*+"[^' + d + rb']*|[^' + d + rb'"][^' + d + rb']*|)'
+    return re.compile(field + rb"(?:" + d + field + rb")*")
+
+
+def _without_open_quotes(buf, delimiter):
+    """``(buf without the lines that leave a quote open, number of such lines)``."""
+    line_ok = _line_re(delimiter).fullmatch
+    keep, bad = [], 0
+    for line in buf.splitlines(keepends=True):
+        if b'"' in line and not line_ok(line.rstrip(b"\r\n")):
+            bad += 1
+        else:
+            keep.append(line)
+    return b"".join(keep), bad
+
+
+def _one_row_lines(buf, parse):
+    """The last resort, never needed if :func:`_line_re` is pyarrow's rule: every line with a quote parsed alone."""
+    keep, bad = [], 0
+    for line in buf.splitlines(keepends=True):
+        if b'"' not in line:
+            keep.append(line)
+            continue
+        got = _try(parse, line, threads=False)
+        if got is not None and got[0].num_rows + got[1] == 1:
+            keep.append(line if line.endswith((b"\n", b"\r")) else line + b"\n")
+        else:
+            bad += 1
+    return b"".join(keep), bad
+
+
+def _try(parse, buf, **kw):
+    """``parse(buf)``, or None when the parser fails on it (a quoted field across its internal blocks)."""
+    import pyarrow as pa
+
+    try:
+        return parse(buf, **kw)
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return None
+
+
+def parse_lines(buf, parse, delimiter):
+    """Parse a chunk of whole lines so that each row is one physical line: ``(table, rows dropped as malformed)``.
+
+    ``parse(buf, threads=True) -> (table, rows the parser skipped)`` parses
+    CSV text without a header.
+    """
+    got = _try(parse, buf)
+    if got is not None and got[0].num_rows + got[1] == count_lines(buf):
+        return got
+    clean, open_quote = _without_open_quotes(buf, delimiter)
+    got = _try(parse, clean) if count_lines(clean) else None
+    if got is None or got[0].num_rows + got[1] != count_lines(clean):
+        clean, open_quote = _one_row_lines(buf, parse)
+        got = parse(clean) if count_lines(clean) else None
+    if got is None:
+        return None, open_quote
+    return got[0], got[1] + open_quote
+
+
+def text_of_binary(col):
+    """A binary column as UTF-8 text, record by record: ``(string array, not_utf8 mask or None, raw values)``.
+
+    Fields that are not UTF-8 are null in the string array, True in the
+    mask; ``raw`` maps their row to their bytes. The whole column is
+    validated in one vectorised cast; only when that fails are the values
+    with bytes ≥ 0x80 checked one by one.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    target = pa.large_string() if pa.types.is_large_binary(col.type) else pa.string()
+    try:
+        return col.cast(target), None, {}
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        pass
+    n = len(col)
+    off_dtype = np.int64 if pa.types.is_large_binary(col.type) else np.int32
+    bufs = col.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=off_dtype, count=n + 1, offset=col.offset * np.dtype(off_dtype).itemsize)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    high = np.concatenate([[0], np.cumsum(data >= 0x80, dtype=np.int64)])
+    rows = np.flatnonzero(high[offsets[1:]] - high[offsets[:-1]] > 0)
+    bad = np.zeros(n, dtype=bool)
+    raw = {}
+    for i, v in zip(rows.tolist(), col.take(pa.array(rows)).to_pylist()):
+        if v is None:
+            continue
+        try:
+            v.decode("utf-8")
+        except UnicodeDecodeError:
+            bad[i] = True
+            raw[i] = v
+    clean = pc.if_else(pa.array(~bad), col, pa.scalar(None, col.type))
+    return clean.cast(target), bad, raw
