@@ -355,6 +355,51 @@ def table_batch(xcol, ycol, n_read, crs, *, person_col=None, time_col=None, time
                         period=period)
 
 
+def arrow_of(values):
+    """An Arrow array of values in memory (a pandas column, a list), whatever one of them holds.
+
+    Values of one type become that Arrow type; a column that mixes types
+    (numbers and text, bytes, objects) becomes text, each value written
+    alone (``str``; None and NaN stay missing), so one odd value is that
+    record's problem, never the column's.
+    """
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        pass
+    import pandas as pd
+
+    obj = np.asarray(values, dtype=object).ravel()
+    missing = np.asarray(pd.isna(obj), dtype=bool)
+    text = np.full(obj.size, None, dtype=object)
+    if (~missing).any():
+        text[~missing] = np.frompyfunc(_one_text, 1, 1)(obj[~missing])
+    return pa.array(text, type=pa.string())
+
+
+def _one_text(v) -> str:
+    """A value as valid UTF-8 text (bytes as ``b'..'``, never decoded; a lone surrogate escaped)."""
+    s = str(v)
+    return s if s.isascii() else s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def numbers_of(values):
+    """float64 coordinates of values in memory, record by record: ``(values, unusable)``.
+
+    An array of numbers as it is; any other sequence value by value (a value
+    that is not a number is NaN and ``unusable``, alone).
+    """
+    try:
+        v = np.asarray(values, dtype=np.float64).ravel()
+        return v, None
+    except (TypeError, ValueError, OverflowError):
+        pass
+    v, missing, unparsed = numbers_from_arrow(arrow_of(values))
+    return v, missing | unparsed
+
+
 def _filled(arr):
     import pyarrow.compute as pc
 

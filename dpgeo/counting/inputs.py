@@ -170,16 +170,21 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
     if isinstance(points, tuple) and len(points) == 3:
         px, py, crs = points
         crs = resolve_crs(crs, input_crs, "the coordinate arrays")
-        px = np.asarray(px, dtype=float).ravel()
-        py = np.asarray(py, dtype=float).ravel()
+        from .decode import numbers_of
+
+        px, xbad = numbers_of(px)
+        py, ybad = numbers_of(py)
         if px.shape != py.shape:
             raise InputError(f"x and y must have the same length, got {px.size} and {py.size}")
         if px.size == 0:
             raise DataError("the point arrays are empty")
         if isinstance(person, str):
             raise InputError("for (x, y, crs) arrays, person must be an array of identifiers, not a column name")
+        bad = None if xbad is None and ybad is None else \
+            (np.zeros(px.size, bool) if xbad is None else xbad) | (np.zeros(py.size, bool) if ybad is None else ybad)
         return MemorySource(px, py, crs, person=person, label="the point arrays", batch_rows=batch_rows, time=time,
-                            times=times)
+                            times=times, valid=None if bad is None else ~bad,
+                            drops={"unparsed": int(bad.sum())} if bad is not None and bad.any() else None)
     raise InputError(
         "points must be a GeoDataFrame/GeoSeries of points, a file path, or a tuple (x, y, crs); "
         f"got {type(points).__name__}"
