@@ -28,11 +28,46 @@ lines after it up to the end of its block of 48 MiB — the cost of that choice.
 
 from __future__ import annotations
 
+import codecs
 import re
 
 import numpy as np
 
-__all__ = ["line_chunks", "count_lines", "parse_lines", "text_of_binary"]
+__all__ = ["line_chunks", "count_lines", "parse_lines", "text_of_binary", "is_utf8", "ESCAPED_UTF8"]
+
+#: The encoding pyarrow reads a CSV with quoted line breaks in: UTF-8, each byte that is not UTF-8 written
+#: ``\xNN`` (its record keeps its place; a coordinate or time with one is then not a number or time).
+ESCAPED_UTF8 = "dpgeo-utf-8-escaped"
+
+
+class _EscapedDecoder(codecs.BufferedIncrementalDecoder):
+    def _buffer_decode(self, data, errors, final):
+        return codecs.utf_8_decode(data, "backslashreplace", final)
+
+
+def _find_codec(name):
+    if name.replace("_", "-") != ESCAPED_UTF8:
+        return None
+    utf8 = codecs.lookup("utf-8")
+    return codecs.CodecInfo(utf8.encode, lambda b, errors="strict": codecs.utf_8_decode(b, "backslashreplace", True),
+                            incrementalencoder=utf8.incrementalencoder, incrementaldecoder=_EscapedDecoder,
+                            name=ESCAPED_UTF8)
+
+
+codecs.register(_find_codec)
+
+
+def is_utf8(buf) -> bool:
+    """Whether ``buf`` is UTF-8 (one vectorised validation by Arrow)."""
+    import pyarrow as pa
+
+    data = pa.py_buffer(buf)
+    arr = pa.Array.from_buffers(pa.binary(), 1, [None, pa.py_buffer(np.array([0, len(data)], np.int32)), data])
+    try:
+        arr.cast(pa.string())
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 #: Bytes of CSV text per chunk (≈ 1–2 million short records).
 CHUNK_BYTES = 48 << 20
@@ -82,27 +117,48 @@ def _line_re(delimiter: str):
     return re.compile(field + rb"(?:" + d + field + rb")*")
 
 
-def _without_open_quotes(buf, delimiter):
-    """``(buf without the lines that leave a quote open, number of such lines)``."""
+def _suspect_lines(buf, delimiter, parse):
+    """``(buf without the lines that cannot be a row alone, number of such lines)``.
+
+    A line is dropped when it leaves a quote open (:func:`_line_re`), or when
+    it is not UTF-8 and does not parse alone (pyarrow hands a row with the
+    wrong number of fields to its handler as text, and fails the whole chunk
+    when that text is not UTF-8).
+    """
     line_ok = _line_re(delimiter).fullmatch
     keep, bad = [], 0
     for line in buf.splitlines(keepends=True):
         if b'"' in line and not line_ok(line.rstrip(b"\r\n")):
+            bad += 1
+        elif not line.isascii() and not _utf8(line) and not _alone(parse, line):
             bad += 1
         else:
             keep.append(line)
     return b"".join(keep), bad
 
 
+def _utf8(b) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _alone(parse, line) -> bool:
+    """Whether ``line`` parses by itself as one well-formed row (no handler of invalid rows: it gets their text)."""
+    got = _try(parse, line, threads=False, strict=True)
+    return got is not None and got[0].num_rows == 1 and got[1] == 0
+
+
 def _one_row_lines(buf, parse):
-    """The last resort, never needed if :func:`_line_re` is pyarrow's rule: every line with a quote parsed alone."""
+    """The last resort, never needed if :func:`_suspect_lines` knows pyarrow's rules: every line with a quote or a
+    byte ≥ 0x80 parsed alone, and kept only when it is one well-formed row."""
     keep, bad = [], 0
     for line in buf.splitlines(keepends=True):
-        if b'"' not in line:
+        if b'"' not in line and line.isascii():
             keep.append(line)
-            continue
-        got = _try(parse, line, threads=False)
-        if got is not None and got[0].num_rows + got[1] == 1:
+        elif _alone(parse, line):
             keep.append(line if line.endswith((b"\n", b"\r")) else line + b"\n")
         else:
             bad += 1
@@ -125,10 +181,10 @@ def parse_lines(buf, parse, delimiter):
     ``parse(buf, threads=True) -> (table, rows the parser skipped)`` parses
     CSV text without a header.
     """
-    got = _try(parse, buf)
+    got = _try(parse, buf) if is_utf8(buf) else None  # a row handed to the handler must be UTF-8 text
     if got is not None and got[0].num_rows + got[1] == count_lines(buf):
         return got
-    clean, open_quote = _without_open_quotes(buf, delimiter)
+    clean, open_quote = _suspect_lines(buf, delimiter, parse)
     got = _try(parse, clean) if count_lines(clean) else None
     if got is None or got[0].num_rows + got[1] != count_lines(clean):
         clean, open_quote = _one_row_lines(buf, parse)

@@ -261,14 +261,14 @@ class _FrameSpec:
             wkb = pa.array(shapely.to_wkb(np.asarray(df[self.gcol].values)), type=pa.binary())
             x, y, valid, drops, kinds = decode_wkb(wkb)
         else:
-            x, xmiss, xbad = numbers_from_arrow(arrow_of(df[self.xcol]))
-            y, ymiss, ybad = numbers_from_arrow(arrow_of(df[self.ycol]))
+            x, xmiss, xbad = numbers_from_arrow(arrow_of(df[self.xcol], "number"))
+            y, ymiss, ybad = numbers_from_arrow(arrow_of(df[self.ycol], "number"))
             bad, miss = xbad | ybad, (xmiss | ymiss) & ~(xbad | ybad)
             valid, kinds = ~(bad | miss), ()
             drops = {"unparsed": int(bad.sum()), "missing_coordinate": int(miss.sum())}
         times = None
         if self.time is not None:
-            times = arrow_of(df[self.time.column])
+            times = arrow_of(df[self.time.column], "time")
         return MemorySource(x, y, self.crs, person=person, person_null=person_null, valid=valid, drops=drops,
                             kinds=kinds, label="the Dask DataFrame", batch_rows=self.batch_rows,
                             person_name=self.person, time=self.time, times=times)

@@ -33,6 +33,7 @@ DROP_REASONS = {
     "empty_geometry": "with an empty geometry",
     "non_point": "with a non-point geometry",
     "malformed_row": "that do not parse as a row of the table",
+    "unreadable_feature": "that the format's library cannot read",
     "missing_coordinate": "with a missing coordinate",
     "unparsed": "with a coordinate that is not a number",
     "non_finite": "with a NaN or infinite coordinate",
@@ -301,13 +302,12 @@ def numbers_from_arrow(col):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    col = plain_array(col)
     t = col.type
     n = len(col)
     none = np.zeros(n, dtype=bool)
     if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_decimal(t):
-        v = col.cast(pa.float64()) if not pa.types.is_float64(t) else col
+        v = col.cast(pa.float64(), safe=False) if not pa.types.is_float64(t) else col  # 2^63 - 1: ≈ 9.2e18
         return _filled(v), (np.asarray(col.is_null()) if col.null_count else none), none
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         missing = np.asarray(col.is_null()) if col.null_count else none
@@ -355,18 +355,29 @@ def table_batch(xcol, ycol, n_read, crs, *, person_col=None, time_col=None, time
                         period=period)
 
 
-def arrow_of(values):
+def arrow_of(values, kind="any"):
     """An Arrow array of values in memory (a pandas column, a list), whatever one of them holds.
 
-    Values of one type become that Arrow type; a column that mixes types
-    (numbers and text, bytes, objects) becomes text, each value written
-    alone (``str``; None and NaN stay missing), so one odd value is that
-    record's problem, never the column's.
+    Values of one type become that Arrow type when it is one that ``kind``
+    reads (``"number"``: numbers; ``"time"``: numbers, timestamps, dates;
+    ``"any"``: those and booleans and bytes); a column that mixes types
+    (numbers and text, bytes, objects) or holds another type becomes text,
+    each value written alone (``str``; None and NaN stay missing), so one
+    odd value is that record's problem, never the column's.
     """
     import pyarrow as pa
 
     try:
-        return pa.array(values, from_pandas=True)
+        arr = pa.array(values, from_pandas=True)
+        t = arr.type
+        ok = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t) or pa.types.is_null(t) \
+            or pa.types.is_large_string(t)
+        if kind != "number":
+            ok = ok or pa.types.is_timestamp(t) or pa.types.is_date(t)
+        if kind == "any":
+            ok = ok or pa.types.is_boolean(t) or pa.types.is_binary(t)
+        if ok:
+            return arr
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         pass
     import pandas as pd
@@ -396,7 +407,7 @@ def numbers_of(values):
         return v, None
     except (TypeError, ValueError, OverflowError):
         pass
-    v, missing, unparsed = numbers_from_arrow(arrow_of(values))
+    v, missing, unparsed = numbers_from_arrow(arrow_of(values, "number"))
     return v, missing | unparsed
 
 
@@ -408,15 +419,36 @@ def _filled(arr):
     return arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
+def plain_array(col):
+    """One Arrow array of plain values: chunks combined, a dictionary decoded, an extension type's storage.
+
+    GDAL reads a GeoJSON property that holds an object or a list in any
+    feature as JSON text (the ``arrow.json`` extension): its storage holds
+    the other features' values as they are, so one feature changes no
+    other's value. Text that is not all UTF-8 comes back as bytes.
+    """
+    import pyarrow as pa
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if isinstance(col.type, pa.ExtensionType) or isinstance(col, pa.ExtensionArray):
+        col = col.storage
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        try:  # GDAL hands on a GeoPackage's text as it is stored, UTF-8 or not
+            col.validate(full=True)
+        except pa.ArrowInvalid:  # read as bytes instead: decoded record by record (text_of_binary)
+            col = col.view(pa.large_binary() if pa.types.is_large_string(col.type) else pa.binary())
+    return col
+
+
 def person_from_arrow(col):
     """``(values, is_missing)`` of a person column: nulls and NaN are missing."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
+    col = plain_array(col)
     if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):  # text read as bytes (CSV)
         from .csvlines import text_of_binary
 

@@ -212,7 +212,9 @@ def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_R
             raise InputError("for a GeoDataFrame, person must be the name of its person column")
         if not hasattr(gdf, "columns") or person not in gdf.columns:
             raise InputError(f"person column {person!r} is not in the layer")
-        pers = gdf[person].to_numpy()
+        from .decode import arrow_of, person_from_arrow
+
+        pers, pers_null = person_from_arrow(arrow_of(gdf[person]))  # an unhashable value: that record's, as text
     import pyarrow as pa
 
     wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
@@ -221,5 +223,6 @@ def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_R
         if not hasattr(gdf, "columns") or time.column not in gdf.columns:
             raise InputError(f"time column {time.column!r} is not in the layer")
         times = gdf[time.column]
-    return MemorySource(x, y, crs, person=pers, drops=drops, valid=valid, kinds=kinds, label="the point layer",
+    return MemorySource(x, y, crs, person=pers, person_null=None if pers is None else pers_null, drops=drops,
+                        valid=valid, kinds=kinds, label="the point layer",
                         batch_rows=batch_rows, person_name=person, time=time, times=times)

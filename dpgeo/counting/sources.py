@@ -161,7 +161,7 @@ def _time_array(times, n):
 
         if hasattr(times, "to_numpy") and not hasattr(times, "dt") and not hasattr(times, "array"):
             times = times.to_numpy()
-        arr = arrow_of(times)  # a value of another type is read alone, as text
+        arr = arrow_of(times, "time")  # a value of another type is read alone, as text
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if len(arr) != n:

@@ -39,7 +39,7 @@ from .decode import (
     resolve_crs,
     table_batch,
 )
-from .csvlines import CHUNK_BYTES, count_lines, line_chunks, parse_lines
+from .csvlines import CHUNK_BYTES, ESCAPED_UTF8, count_lines, line_chunks, parse_lines
 from .sources import DEFAULT_BATCH_ROWS, PointSource
 
 __all__ = ["ParquetSource", "CsvSource"]
@@ -302,15 +302,15 @@ class CsvSource(PointSource):
                           time=self.time, quoted_newlines=self.quoted_newlines) for f in self.files]
 
 
-def _csv_options(names, delim, cols, *, quoted, threads=True, header=False):
+def _csv_options(names, delim, cols, *, quoted, threads=True, header=False, strict=False):
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
     skipped = []
     ro = pcsv.ReadOptions(block_size=_CSV_BLOCK_BYTES if quoted else 4 << 20, use_threads=threads,
-                          column_names=None if header else names)
+                          column_names=None if header else names, encoding=ESCAPED_UTF8 if quoted else "utf8")
     po = pcsv.ParseOptions(delimiter=delim, newlines_in_values=quoted,
-                           invalid_row_handler=lambda row: skipped.append(1) or "skip")
+                           invalid_row_handler=None if strict else (lambda row: skipped.append(1) or "skip"))
     co = pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.binary() for c in cols},
                              strings_can_be_null=True)
     return ro, po, co, skipped
@@ -321,8 +321,8 @@ def _line_tables(stream, path, names, delim, cols):
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
-    def parse(buf, threads=True):
-        ro, po, co, skipped = _csv_options(names, delim, cols, quoted=False, threads=threads)
+    def parse(buf, threads=True, strict=False):
+        ro, po, co, skipped = _csv_options(names, delim, cols, quoted=False, threads=threads, strict=strict)
         return pcsv.read_csv(pa.py_buffer(buf), read_options=ro, parse_options=po, convert_options=co), len(skipped)
 
     try:

@@ -142,12 +142,10 @@ def seconds_from_arrow(col, timezone="UTC", *, time_format=None, what="the time 
     """
     import pyarrow as pa
 
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    from .decode import plain_array
+
+    col = plain_array(col)
     t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.cast(t.value_type)
-        t = col.type
     n = len(col)
     none = np.zeros(n, dtype=bool)
     missing = np.asarray(col.is_null()) if col.null_count else none.copy()
@@ -167,7 +165,7 @@ def seconds_from_arrow(col, timezone="UTC", *, time_format=None, what="the time 
         secs, bad = _localise(np.floor_divide(_filled_int(col), 1000), timezone, ~missing)
         return secs, missing, bad
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        v = _filled_float(col.cast(pa.float64()))
+        v = _filled_float(col.cast(pa.float64(), safe=False))
         bad = ~missing & ~(np.isfinite(v) & (np.abs(v) < 1e13))  # NaN, inf, or beyond ±300,000 years
         v[~np.isfinite(v) | bad] = 0
         return np.floor(v).astype(np.int64), missing, bad
