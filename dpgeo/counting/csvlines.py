@@ -203,7 +203,6 @@ def text_of_binary(col):
     with bytes ≥ 0x80 checked one by one.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
@@ -229,5 +228,8 @@ def text_of_binary(col):
         except UnicodeDecodeError:
             bad[i] = True
             raw[i] = v
-    clean = pc.if_else(pa.array(~bad), col, pa.scalar(None, col.type))
+    # the same values with the bad ones null, built from the buffers (pyarrow's if_else mishandles a slice)
+    keep = ~bad if not col.null_count else ~bad & np.asarray(col.is_valid())
+    clean = pa.Array.from_buffers(col.type, n, [pa.py_buffer(np.packbits(keep, bitorder="little")),
+                                                pa.py_buffer(np.ascontiguousarray(offsets)), bufs[2]])
     return clean.cast(target), bad, raw
