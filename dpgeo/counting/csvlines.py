@@ -74,37 +74,42 @@ CHUNK_BYTES = 48 << 20
 
 
 def line_chunks(stream, chunk_bytes=CHUNK_BYTES, first=b""):
-    """Chunks of whole physical lines of a binary stream (each ends at a line end, or at the end of the text)."""
+    """Chunks of whole physical lines of a binary stream (each ends at a line end, or at the end of the text).
+
+    The next block is read (and decompressed) on another thread while the caller parses this one.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     tail = first
-    while True:
-        data = stream.read(chunk_bytes)
-        if not data:
-            if tail:
-                yield tail
-            return
-        buf = tail + bytes(data) if tail else bytes(data)
-        cut = max(buf.rfind(b"\n"), buf.rfind(b"\r")) + 1
-        if cut == 0:  # no line end yet: one line longer than a chunk
-            tail = buf
-            continue
-        yield buf[:cut]
-        tail = buf[cut:]
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(stream.read, chunk_bytes)
+        while True:
+            data = pending.result()
+            if not data:
+                if tail:
+                    yield tail
+                return
+            pending = pool.submit(stream.read, chunk_bytes)
+            buf = tail + data if tail else data
+            nl = buf.rfind(b"\n")
+            cut = max(nl, buf.rfind(b"\r", max(nl, 0))) + 1
+            if cut == 0:  # no line end yet: one line longer than a block
+                tail = buf
+                continue
+            tail = buf[cut:]
+            yield buf[:cut] if cut < len(buf) else buf
 
 
 def count_lines(buf) -> int:
     """Non-empty physical lines of ``buf`` (``\\n``, ``\\r\\n`` and ``\\r`` end a line; pyarrow skips empty ones)."""
-    a = np.frombuffer(buf, dtype=np.uint8)
-    if a.size == 0:
+    if not buf:
         return 0
+    a = np.frombuffer(buf, dtype=np.uint8)
     n = 0
-    nl = np.flatnonzero(a == 10)
-    if nl.size:
-        prev = np.where(nl > 0, a[np.maximum(nl - 1, 0)], 10)
-        n += int(np.count_nonzero((prev != 10) & (prev != 13)))  # after \r: the \n of a \r\n, no line of its own
-    cr = np.flatnonzero(a == 13)
-    if cr.size:
-        prev = np.where(cr > 0, a[np.maximum(cr - 1, 0)], 10)
-        n += int(np.count_nonzero((prev != 10) & (prev != 13)))
+    for end in (np.flatnonzero(a == 10), np.flatnonzero(a == 13)):
+        if end.size:  # a line end right after another (or a \n after \r) ends no line of its own
+            prev = np.where(end > 0, a[np.maximum(end - 1, 0)], 10)
+            n += int(np.count_nonzero((prev != 10) & (prev != 13)))
     if a[-1] not in (10, 13):
         n += 1
     return n
@@ -179,11 +184,19 @@ def parse_lines(buf, parse, delimiter):
     """Parse a chunk of whole lines so that each row is one physical line: ``(table, rows dropped as malformed)``.
 
     ``parse(buf, threads=True) -> (table, rows the parser skipped)`` parses
-    CSV text without a header.
+    CSV text without a header into binary columns; a chunk that is all
+    UTF-8 (one vectorised validation) has them viewed as text at no cost.
     """
-    got = _try(parse, buf) if is_utf8(buf) else None  # a row handed to the handler must be UTF-8 text
-    if got is not None and got[0].num_rows + got[1] == count_lines(buf):
-        return got
+    utf8 = is_utf8(buf)
+    if not utf8 or b'"' in buf:  # a quote: a row may take several lines; count them
+        n_lines = count_lines(buf)
+    else:  # no quote: no row can take two lines
+        n_lines = None if buf.strip(b"\r\n") else 0
+    if n_lines == 0:
+        return None, 0
+    got = _try(parse, buf) if utf8 else None  # a row handed to the handler must be UTF-8 text
+    if got is not None and (n_lines is None or got[0].num_rows + got[1] == n_lines):
+        return _as_text(got[0]), got[1]
     clean, open_quote = _suspect_lines(buf, delimiter, parse)
     got = _try(parse, clean) if count_lines(clean) else None
     if got is None or got[0].num_rows + got[1] != count_lines(clean):
@@ -192,6 +205,16 @@ def parse_lines(buf, parse, delimiter):
     if got is None:
         return None, open_quote
     return got[0], got[1] + open_quote
+
+
+def _as_text(table):
+    """Binary columns of UTF-8 text viewed as strings (no copy, no second validation)."""
+    import pyarrow as pa
+
+    if len(set(table.column_names)) != table.num_columns:
+        return table
+    return pa.table({name: pa.chunked_array([c.view(pa.string()) for c in table.column(i).chunks], type=pa.string())
+                     for i, name in enumerate(table.column_names)})
 
 
 def text_of_binary(col):

@@ -39,7 +39,7 @@ from .decode import (
     resolve_crs,
     table_batch,
 )
-from .csvlines import CHUNK_BYTES, ESCAPED_UTF8, count_lines, line_chunks, parse_lines
+from .csvlines import CHUNK_BYTES, ESCAPED_UTF8, line_chunks, parse_lines
 from .sources import DEFAULT_BATCH_ROWS, PointSource
 
 __all__ = ["ParquetSource", "CsvSource"]
@@ -327,8 +327,7 @@ def _line_tables(stream, path, names, delim, cols):
 
     try:
         for chunk in line_chunks(stream, first=_after_header(stream)):
-            if count_lines(chunk):
-                yield parse_lines(chunk, parse, delim)
+            yield parse_lines(chunk, parse, delim)
     except InputError:
         raise
     except Exception as exc:
