@@ -134,8 +134,9 @@ def odd_wkb():
 def odd_value():
     """Any Python value a frame or an array in memory may hold."""
     return st.one_of(st.none(), odd_text(), odd_float(), st.integers(), odd_bytes(), st.booleans(),
-                     st.datetimes(), st.sampled_from([dt.date(2014, 1, 5), dt.datetime(2014, 1, 5, tzinfo=dt.timezone.utc),
-                                                     [1, 2], {"a": 1}, object()]))
+                     st.datetimes(), st.sampled_from([dt.date(2014, 1, 5),
+                                                      dt.datetime(2014, 1, 5, tzinfo=dt.timezone.utc), [1, 2], {"a": 1},
+                                                      object()]))
 
 
 def odd_json():
@@ -397,8 +398,8 @@ def case_gpkg(draw, folder):
 
     recs = base_records()
     g = draw(odd_geometry())
-    blob = draw(st.one_of(st.just(gpkg_blob(None if g is None else shapely.to_wkb(g), empty=g is not None and g.is_empty))
-                          , odd_bytes()))
+    wkb = None if g is None else shapely.to_wkb(g)
+    blob = draw(st.one_of(st.just(gpkg_blob(wkb, empty=g is not None and g.is_empty)), odd_bytes()))
     extra = (blob, *(draw(_sqlite_value()) for _ in range(4)))
     at = {"start": 0, "middle": len(recs) // 2, "end": len(recs)}[draw(WHERE)]
     return write_gpkg(fresh(folder, "D"), recs), write_gpkg(fresh(folder, "D2"), recs, extra, at), {}

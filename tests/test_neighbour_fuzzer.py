@@ -1,4 +1,6 @@
-"""The neighbour fuzzer, a bounded run: for every input path, D and D′ = D plus one drawn record (tests/neighbours.py).
+"""The neighbour fuzzer, a bounded run: for every input path, D and D′ = D plus one drawn record.
+
+The machinery is in ``tests/neighbours.py``.
 
 The reader's property is checked on 8 drawn neighbours per path and the
 command line's (``--unattended``: same exit code, standard error and files)

@@ -249,7 +249,8 @@ class _FrameSpec:
         """The points of one (pandas or GeoPandas) partition, as a MemorySource."""
         import pyarrow as pa
 
-        from .decode import arrow_of, decode_wkb, numbers_from_arrow, person_from_arrow
+        from .decode import decode_wkb, numbers_from_arrow, person_from_arrow
+        from .values import arrow_of
         from .sources import MemorySource
 
         person = person_null = None

@@ -212,7 +212,8 @@ def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_R
             raise InputError("for a GeoDataFrame, person must be the name of its person column")
         if not hasattr(gdf, "columns") or person not in gdf.columns:
             raise InputError(f"person column {person!r} is not in the layer")
-        from .decode import arrow_of, person_from_arrow
+        from .decode import person_from_arrow
+        from .values import arrow_of
 
         pers, pers_null = person_from_arrow(arrow_of(gdf[person]))  # an unhashable value: that record's, as text
     import pyarrow as pa

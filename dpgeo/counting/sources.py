@@ -157,7 +157,7 @@ def _time_array(times, n):
     if isinstance(times, (pa.Array, pa.ChunkedArray)):
         arr = times
     else:
-        from .decode import arrow_of
+        from .values import arrow_of
 
         if hasattr(times, "to_numpy") and not hasattr(times, "dt") and not hasattr(times, "array"):
             times = times.to_numpy()

@@ -142,7 +142,7 @@ def seconds_from_arrow(col, timezone="UTC", *, time_format=None, what="the time 
     """
     import pyarrow as pa
 
-    from .decode import plain_array
+    from .values import plain_array
 
     col = plain_array(col)
     t = col.type
