@@ -87,6 +87,7 @@ def data(tmp_path_factory):
     pd.DataFrame({"lon": utm.x, "lat": utm.y, "name": NAME}).to_csv(d / "metres_as_lonlat.csv", index=False)
     pd.DataFrame({"x": utm.x, "y": utm.y, "name": NAME}).to_csv(d / "xy_no_crs.csv", index=False)
     (d / "latin1.csv").write_bytes(f"lon,lat,name\n{LON0},{LAT0},J\xe9ane {NAME}\n".encode("latin-1") * 3)
+    (d / "latin1_header.csv").write_bytes(f"lon,lat,pr\xe9nom\n{LON0},{LAT0},J\xe9ane {NAME}\n".encode("latin-1"))
     (d / "corrupt.csv.gz").write_bytes(b"\x1f\x8b\x08\x00" + f"{NAME} {LON0}".encode() * 20)
     with zipfile.ZipFile(d / "two.csv.zip", "w") as z:
         z.writestr("a.csv", text)
@@ -204,7 +205,7 @@ FILE_CASES = {
     "latitudes beyond 90": (["lat_beyond_90.csv"], ["latitude beyond ±90"]),
     "metres named lon/lat": (["metres_as_lonlat.csv"], ["--input-crs"]),
     "x/y without a CRS": (["xy_no_crs.csv"], ["no CRS", "--input-crs"]),
-    "not UTF-8": (["latin1.csv"], ["UTF-8"]),
+    "column names not UTF-8": (["latin1_header.csv"], ["UTF-8", "column names"]),
     "corrupt gzip": (["corrupt.csv.gz"], ["cannot read", "CSV"]),
     "zip of two files": (["two.csv.zip"], ["holds 2 files"]),
     "plain parquet without coordinates": (["no_coords.parquet"], ["coordinate columns", "--x"]),
@@ -299,6 +300,13 @@ def test_awkward_study_area_is_refused(case, data, tmp_path, env):
 def test_bom_and_plain_parquet_are_read_like_csv(name, data, tmp_path, env):
     err = ok(data, tmp_path, env, name)
     assert err.strip() == "", err
+
+
+def test_records_that_are_not_utf8_do_not_decide_the_run(data, tmp_path, env):
+    """Bytes of a record are that record's alone: Latin-1 text in a column the run does not read is no refusal
+    (the encoding of the column names is checked, docs/privacy.md, the reader's part)."""
+    err = ok(data, tmp_path, env, "latin1.csv")
+    assert NAME not in err
 
 
 def test_plain_parquet_with_x_y_and_named_lonlat_columns(data, tmp_path, env):

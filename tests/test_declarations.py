@@ -42,8 +42,8 @@ def test_cli_options_are_the_declared_parameters(mech):
             assert list(a.choices) == list(p.choices)
         assert p.help.replace("%", "%%")[:40] in a.help
     # nothing on the command line that the declaration does not know (besides the options every run shares)
-    shared = {"help", "input", "output", "layer", "x", "y", "input_crs", "out_crs", "engine", "scheduler", "basemap",
-              "table", "sql", "geometry", "replace",  # a PostGIS input and output (docs/postgis.md)
+    shared = {"help", "input", "output", "layer", "x", "y", "input_crs", "quoted_newlines", "out_crs", "engine",
+              "scheduler", "basemap", "table", "sql", "geometry", "replace",  # a PostGIS input and output (docs/postgis.md)
               "basemap_attribution", "epsilon", "max_points_per_record", "person", "max_points_per_person", "seed",
               "max_memory", "dataset", "ledger", "unattended", "domain", "domain_crs", "crs", "domain_from_data",
               "quiet", "json", "title",

@@ -65,6 +65,10 @@ _INPUT_HELP = ("point layer: GeoPackage, GeoJSON, Shapefile (anything GDAL reads
                "with --table or --sql (the password from ~/.pgpass, PGPASSWORD or a service file, never in the "
                "URL); read in batches, never whole")
 
+QUOTED_NEWLINES_HELP = ("CSV: the export has line breaks inside quoted fields (by default a record is one line, and "
+                        "a line that leaves a quote open is dropped alone; with this, one unclosed quote swallows the "
+                        "lines after it, up to 48 MiB)")
+
 
 def _add_input_args(p):
     p.add_argument("input", help=_INPUT_HELP)
@@ -80,6 +84,7 @@ def _add_input_args(p):
     g.add_argument("--x", default=None, metavar="COLUMN", help="x/longitude column of a table (CSV, Parquet)")
     g.add_argument("--y", default=None, metavar="COLUMN", help="y/latitude column of a table (CSV, Parquet)")
     g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
+    g.add_argument("--quoted-newlines", action="store_true", help=QUOTED_NEWLINES_HELP)
     g.add_argument("--table", default=None, metavar="[SCHEMA.]TABLE",
                    help="the table or view of a PostGIS input (postgresql://...); its geometry column, SRID and "
                         "columns are found in the catalogue")

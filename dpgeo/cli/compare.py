@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .args import _INPUT_HELP, _add_domain_args, _add_engine_arg, _add_privacy_args
+from .args import _INPUT_HELP, QUOTED_NEWLINES_HELP, _add_domain_args, _add_engine_arg, _add_privacy_args
 from .running import _Progress, resolve_domain
 
 _COMPARE_EXAMPLES = """\
@@ -54,6 +54,7 @@ def _compare_command(sub):
     g.add_argument("--x", default=None, metavar="COLUMN", help="x/longitude column of a table (CSV, Parquet)")
     g.add_argument("--y", default=None, metavar="COLUMN", help="y/latitude column of a table (CSV, Parquet)")
     g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
+    g.add_argument("--quoted-newlines", action="store_true", help=QUOTED_NEWLINES_HELP)
     _add_engine_arg(g)
     _add_privacy_args(cp, epsilon_required=False,
                       epsilon_help="privacy budget ε (> 0); required except for eppkm (which adds no noise)")
@@ -103,7 +104,7 @@ def _cmd_compare(args):
     prog = _Progress(args.quiet)
     prog(0.0, f"reading {args.input}")
     table = read_points(args.input, layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
-                        engine=args.engine)
+                        engine=args.engine, quoted_newlines=args.quoted_newlines)
     rep = compare(table, algorithm=args.algorithm, epsilon=args.epsilon, domain=domain, crs=args.crs,
                   seed=args.seed, png=args.output, progress=prog,
                   reference_max_points=args.reference_max_points, **params)

@@ -93,7 +93,8 @@ def _prepare_run(args, check=None, series=None):
         table = database
     else:
         table = PointFile(os.fspath(args.input), layer=args.layer, x=args.x, y=args.y, input_crs=args.input_crs,
-                          person=args.person, engine=args.engine)
+                          person=args.person, engine=args.engine,
+                          quoted_newlines=getattr(args, "quoted_newlines", False))
     time = None
     if series:  # a series reads one more column: its time (checked with the rest of the structure)
         from ..series.options import series_options

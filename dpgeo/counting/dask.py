@@ -256,25 +256,26 @@ class _FrameSpec:
         import pyarrow as pa
 
         from .decode import decode_wkb, numbers_from_arrow, person_from_arrow
+        from .values import arrow_of
         from .sources import MemorySource
 
         person = person_null = None
         if self.person is not None:
-            person, person_null = person_from_arrow(pa.array(df[self.person], from_pandas=True))
+            person, person_null = person_from_arrow(arrow_of(df[self.person]))
         if self.kind == "geo":
             import shapely
 
             wkb = pa.array(shapely.to_wkb(np.asarray(df[self.gcol].values)), type=pa.binary())
             x, y, valid, drops, kinds = decode_wkb(wkb)
         else:
-            x, xmiss, xbad = numbers_from_arrow(pa.array(df[self.xcol], from_pandas=True))
-            y, ymiss, ybad = numbers_from_arrow(pa.array(df[self.ycol], from_pandas=True))
+            x, xmiss, xbad = numbers_from_arrow(arrow_of(df[self.xcol], "number"))
+            y, ymiss, ybad = numbers_from_arrow(arrow_of(df[self.ycol], "number"))
             bad, miss = xbad | ybad, (xmiss | ymiss) & ~(xbad | ybad)
             valid, kinds = ~(bad | miss), ()
             drops = {"unparsed": int(bad.sum()), "missing_coordinate": int(miss.sum())}
         times = None
         if self.time is not None:
-            times = pa.array(df[self.time.column], from_pandas=True)
+            times = arrow_of(df[self.time.column], "time")
         return MemorySource(x, y, self.crs, person=person, person_null=person_null, valid=valid, drops=drops,
                             kinds=kinds, label="the Dask DataFrame", batch_rows=self.batch_rows,
                             person_name=self.person, time=self.time, times=times)

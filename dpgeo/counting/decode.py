@@ -24,6 +24,7 @@ import numpy as np
 from pyproj import CRS
 
 from ..errors import InputError
+from .values import plain_array
 
 __all__ = ["PointBatch", "DROP_REASONS", "describe_drops"]
 
@@ -33,6 +34,7 @@ DROP_REASONS = {
     "empty_geometry": "with an empty geometry",
     "non_point": "with a non-point geometry",
     "malformed_row": "that do not parse as a row of the table",
+    "unreadable_feature": "that the format's library cannot read",
     "missing_coordinate": "with a missing coordinate",
     "unparsed": "with a coordinate that is not a number",
     "decimal_comma": ("with a decimal comma in a coordinate (44,97 for 44.97: save the file with a point for "
@@ -303,13 +305,12 @@ def numbers_from_arrow(col):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    col = plain_array(col)
     t = col.type
     n = len(col)
     none = np.zeros(n, dtype=bool)
     if pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_decimal(t):
-        v = col.cast(pa.float64()) if not pa.types.is_float64(t) else col
+        v = col.cast(pa.float64(), safe=False) if not pa.types.is_float64(t) else col  # 2^63 - 1: ≈ 9.2e18
         return _filled(v), (np.asarray(col.is_null()) if col.null_count else none), none
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         missing = np.asarray(col.is_null()) if col.null_count else none
@@ -324,6 +325,14 @@ def numbers_from_arrow(col):
         return _filled(vals), empty, ~good & ~empty
     if pa.types.is_null(t):
         return np.full(n, np.nan), ~none, none
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):  # text read as bytes (CSV): UTF-8 record by record
+        from .csvlines import text_of_binary
+
+        text, not_utf8, _ = text_of_binary(col)
+        v, missing, unparsed = numbers_from_arrow(text)
+        if not_utf8 is not None:
+            missing, unparsed = missing & ~not_utf8, unparsed | not_utf8
+        return v, missing, unparsed
     raise InputError(f"a coordinate column has type {t}; it must hold numbers")
 
 
@@ -365,6 +374,23 @@ def table_batch(xcol, ycol, n_read, crs, *, person_col=None, time_col=None, time
                         period=period)
 
 
+def numbers_of(values):
+    """float64 coordinates of values in memory, record by record: ``(values, unusable)``.
+
+    An array of numbers as it is; any other sequence value by value (a value
+    that is not a number is NaN and ``unusable``, alone).
+    """
+    try:
+        v = np.asarray(values, dtype=np.float64).ravel()
+        return v, None
+    except (TypeError, ValueError, OverflowError):
+        pass
+    from .values import arrow_of
+
+    v, missing, unparsed = numbers_from_arrow(arrow_of(values, "number"))
+    return v, missing | unparsed
+
+
 def _filled(arr):
     import pyarrow.compute as pc
 
@@ -378,10 +404,16 @@ def person_from_arrow(col):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
+    col = plain_array(col)
+    if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):  # text read as bytes (CSV)
+        from .csvlines import text_of_binary
+
+        col, not_utf8, raw = text_of_binary(col)
+        if not_utf8 is not None:  # kept, its bytes escaped: an identifier need not be text
+            values = col.to_numpy(zero_copy_only=False)
+            for i, v in raw.items():
+                values[i] = v.decode("utf-8", "backslashreplace")
+            return values, np.asarray(col.is_null()) & ~not_utf8
     if pa.types.is_floating(col.type):
         missing = np.asarray(pc.fill_null(pc.is_nan(col), True)) | np.asarray(col.is_null())
     else:

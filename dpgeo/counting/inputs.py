@@ -32,7 +32,7 @@ class PointFile:
     Attributes
     ----------
     path : str
-    layer, x, y, input_crs, person, engine
+    layer, x, y, input_crs, person, engine, quoted_newlines
         As for :func:`open_points`.
     """
 
@@ -43,6 +43,7 @@ class PointFile:
     input_crs: object = None
     person: str | None = None
     engine: str = "auto"
+    quoted_newlines: bool = False
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)
@@ -52,11 +53,11 @@ class PointFile:
         return open_points(self.path, layer=self.layer, x=self.x, y=self.y,
                            input_crs=self.input_crs if input_crs is None else input_crs,
                            person=self.person if person is None else person, engine=self.engine,
-                           batch_rows=batch_rows, time=time)
+                           batch_rows=batch_rows, time=time, quoted_newlines=self.quoted_newlines)
 
 
 def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=None, engine="auto",
-                batch_rows=DEFAULT_BATCH_ROWS, time=None, times=None) -> PointSource:
+                batch_rows=DEFAULT_BATCH_ROWS, time=None, times=None, quoted_newlines=False) -> PointSource:
     """The :class:`PointSource` of any accepted point input, checked from its structure alone.
 
     Parameters
@@ -90,6 +91,13 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
         period of each point.
     times : array_like, optional
         With ``time`` and points in memory (``(x, y, crs)`` arrays, a PointTable): the time of each point.
+    quoted_newlines : bool
+        CSV only: the file has line breaks inside quoted fields, so a record
+        follows its quotes across lines. By default a record is one physical
+        line, and a line that leaves a quote open is dropped alone (counted
+        as ``malformed_row``); with this option one field that opens a quote
+        and never closes it swallows the lines after it, up to the end of
+        its block of 48 MiB. Give it only for an export that needs it.
 
     Raises
     ------
@@ -147,7 +155,7 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
             from .tables import CsvSource
 
             return CsvSource(files, label=label, x=x, y=y, input_crs=input_crs, person=person,
-                             batch_rows=batch_rows, time=time)
+                             batch_rows=batch_rows, time=time, quoted_newlines=quoted_newlines)
         if any(is_csv(f) or is_parquet(f) for f in files):
             raise InputError(f"{label!r} mixes table files (CSV/Parquet) with other files; give one kind")
         if x is not None or y is not None:
@@ -173,16 +181,21 @@ def open_points(points, *, layer=None, x=None, y=None, input_crs=None, person=No
     if isinstance(points, tuple) and len(points) == 3:
         px, py, crs = points
         crs = resolve_crs(crs, input_crs, "the coordinate arrays")
-        px = np.asarray(px, dtype=float).ravel()
-        py = np.asarray(py, dtype=float).ravel()
+        from .decode import numbers_of
+
+        px, xbad = numbers_of(px)
+        py, ybad = numbers_of(py)
         if px.shape != py.shape:
             raise InputError(f"x and y must have the same length, got {px.size} and {py.size}")
         if px.size == 0:
             raise DataError("the point arrays are empty")
         if isinstance(person, str):
             raise InputError("for (x, y, crs) arrays, person must be an array of identifiers, not a column name")
+        bad = None if xbad is None and ybad is None else \
+            (np.zeros(px.size, bool) if xbad is None else xbad) | (np.zeros(py.size, bool) if ybad is None else ybad)
         return MemorySource(px, py, crs, person=person, label="the point arrays", batch_rows=batch_rows, time=time,
-                            times=times)
+                            times=times, valid=None if bad is None else ~bad,
+                            drops={"unparsed": int(bad.sum())} if bad is not None and bad.any() else None)
     raise InputError(
         "points must be a GeoDataFrame/GeoSeries of points, a file path, or a tuple (x, y, crs); "
         f"got {type(points).__name__}"
@@ -210,7 +223,10 @@ def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_R
             raise InputError("for a GeoDataFrame, person must be the name of its person column")
         if not hasattr(gdf, "columns") or person not in gdf.columns:
             raise InputError(f"person column {person!r} is not in the layer")
-        pers = gdf[person].to_numpy()
+        from .decode import person_from_arrow
+        from .values import arrow_of
+
+        pers, pers_null = person_from_arrow(arrow_of(gdf[person]))  # an unhashable value: that record's, as text
     import pyarrow as pa
 
     wkb = pa.array(shapely.to_wkb(geoms), type=pa.binary())
@@ -219,5 +235,6 @@ def frame_source(gdf, *, input_crs=None, person=None, batch_rows=DEFAULT_BATCH_R
         if not hasattr(gdf, "columns") or time.column not in gdf.columns:
             raise InputError(f"time column {time.column!r} is not in the layer")
         times = gdf[time.column]
-    return MemorySource(x, y, crs, person=pers, drops=drops, valid=valid, kinds=kinds, label="the point layer",
+    return MemorySource(x, y, crs, person=pers, person_null=None if pers is None else pers_null, drops=drops,
+                        valid=valid, kinds=kinds, label="the point layer",
                         batch_rows=batch_rows, person_name=person, time=time, times=times)

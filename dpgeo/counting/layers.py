@@ -18,6 +18,7 @@ from ..formats import input_error_text
 from .decode import (
     check_time_column,
     column_list,
+    PointBatch,
     declared_geometry_check,
     decode_geojson,
     decode_wkb,
@@ -52,6 +53,15 @@ def _pick_layer(path, layer):
     if names and str(layer) not in names:
         raise InputError(f"{os.path.basename(path)} has no layer {layer!r} (layers: {', '.join(names[:10])})")
     return layer
+
+
+def _quiet_gdal():
+    """GDAL's own error lines (they may quote a feature's values) go nowhere: the reasons a feature is dropped are
+    counted instead. GDAL reads ``CPL_LOG`` at its first message, so this is set before reading any feature."""
+    import pyogrio
+
+    if pyogrio.get_gdal_config_option("CPL_LOG") is None:
+        pyogrio.set_gdal_config_options({"CPL_LOG": os.devnull})
 
 
 class GdalSource(PointSource):
@@ -108,38 +118,104 @@ class GdalSource(PointSource):
                                  "reproject them to one")
             n = info.get("features")
             spec["layers"][f] = layer
+            spec.setdefault("drivers", {})[f] = info.get("driver")
+            spec.setdefault("features", {})[f] = None if n is None or n < 0 else int(n)
             spec["total_rows"] = None if (n is None or n < 0 or spec["total_rows"] is None) else \
                 spec["total_rows"] + int(n)
         spec["crs"] = crs0
         return spec
 
     def batches(self):
+        for f in self.files:
+            start, count = (0, None) if self.feature_range is None else (int(self.feature_range[0]),
+                                                                         int(self.feature_range[1]))
+            yield from self._file_batches(f, start, count)
+
+    def _stream(self, f, skip, size):
         from pyogrio.raw import open_arrow
 
-        for f in self.files:
-            kw, left = {}, None
-            if self.feature_range is not None:  # GDAL's Arrow stream can skip, not stop: stop here
-                kw, left = {"skip_features": int(self.feature_range[0])}, int(self.feature_range[1])
+        kw = {"skip_features": int(skip)} if skip else {}
+        if self._spec.get("drivers", {}).get(f) == "GeoJSON":  # a list in one feature keeps the field text
+            kw["ARRAY_AS_STRING"] = "YES"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return open_arrow(f, layer=self._spec["layers"][f], columns=self._attributes(), batch_size=max(1, size),
+                              use_pyarrow=True, return_fids=False, **kw)
+
+    def _file_batches(self, f, start, count):
+        """The batches of features ``[start, start + count)`` of ``f``; a feature GDAL fails on is dropped alone.
+
+        GDAL's Arrow stream fails as a whole when it meets a feature it cannot
+        read (text that is not UTF-8 in a GeoPackage, a broken geometry blob);
+        the stream is then opened again after the features already read and
+        the failing batch is read in halves until the feature is found and
+        dropped (counted as ``unreadable_feature``). Messages of GDAL and of
+        pyogrio about a feature (they may quote its values) are not shown.
+        """
+        _quiet_gdal()
+        end = None if count is None else start + count
+        pos, size = start, self.batch_rows
+        while end is None or pos < end:
+            want = size if end is None else min(size, end - pos)
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    ctx = open_arrow(f, layer=self._spec["layers"][f], columns=self._attributes(),
-                                     batch_size=self.batch_rows if left is None else min(self.batch_rows, left),
-                                     use_pyarrow=True, return_fids=False, **kw)
-                with ctx as (meta, reader):
-                    gcol = meta.get("geometry_name") or "wkb_geometry"
-                    for rb in reader:
-                        if left is not None:
-                            rb = rb.slice(0, left)
-                            left -= rb.num_rows
-                        yield self._batch(rb, gcol)
-                        if left is not None and left <= 0:
-                            break
-            except InputError:
-                raise
-            except Exception as exc:
+                ctx = self._stream(f, pos, want)
+            except Exception as exc:  # the file itself, not a feature
                 raise InputError(f"cannot read {os.path.basename(f)!r} as a vector layer: "
                                  f"{input_error_text(exc, f)}") from None
+            failed = False
+            with ctx as (meta, reader):
+                gcol = meta.get("geometry_name") or "wkb_geometry"
+                it = iter(reader)
+                while end is None or pos < end:
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            rb = next(it, None)
+                    except Exception:  # noqa: BLE001 - a feature GDAL cannot read
+                        failed = True
+                        break
+                    if rb is None:
+                        return
+                    if end is not None:
+                        rb = rb.slice(0, end - pos)
+                    pos += rb.num_rows
+                    yield self._batch(rb, gcol)
+            if not failed:
+                return
+            n_seen = 0
+            for b in self._window(f, pos, want, gcol):
+                n_seen += b.n_read
+                yield b
+            total = self._spec.get("features", {}).get(f)
+            if n_seen == 0 or (total is not None and pos + want >= total):
+                return
+            pos += want
+
+    def _window(self, f, pos, n, gcol):
+        """Features ``[pos, pos + n)`` read in halves until each part reads; a single feature that fails is
+        dropped and counted."""
+        parts = []
+        try:
+            with self._stream(f, pos, n) as (meta, reader):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    rb = next(iter(reader), None)
+                if rb is not None:
+                    parts.append(rb.slice(0, n))
+        except Exception:  # noqa: BLE001
+            if n == 1:
+                import numpy as np
+
+                e = np.zeros(0)
+                yield PointBatch(e, e, None if self.person is None else np.zeros(0, dtype=object), 1,
+                                 {"unreadable_feature": 1},
+                                 period=None if self.time is None else np.zeros(0, dtype=np.int64))
+                return
+            yield from self._window(f, pos, n // 2, gcol)
+            yield from self._window(f, pos + n // 2, n - n // 2, gcol)
+            return
+        for rb in parts:
+            yield self._batch(rb, gcol)
 
     def _attributes(self):
         cols = [self.person] if self.person else []

@@ -29,7 +29,7 @@ __all__ = ["PointTable", "PointFile", "read_points", "points_from_frame", "frame
 
 
 def read_points(path, *, layer=None, x=None, y=None, input_crs=None, person=None, engine="auto",
-                batch_rows=DEFAULT_BATCH_ROWS) -> PointTable:
+                batch_rows=DEFAULT_BATCH_ROWS, quoted_newlines=False) -> PointTable:
     """Read a whole point layer into coordinate arrays.
 
     Parameters
@@ -58,6 +58,8 @@ def read_points(path, *, layer=None, x=None, y=None, input_crs=None, person=None
         read without one.
     batch_rows : int
         Records decoded at a time.
+    quoted_newlines : bool
+        CSV with line breaks inside quoted fields (see :func:`~dpgeo.counting.open_points`).
 
     Raises
     ------
@@ -79,7 +81,7 @@ def read_points(path, *, layer=None, x=None, y=None, input_crs=None, person=None
     (51920, 51920, 4326)
     """
     src = open_points(path, layer=layer, x=x, y=y, input_crs=input_crs, person=person, engine=engine,
-                      batch_rows=batch_rows)
+                      batch_rows=batch_rows, quoted_newlines=quoted_newlines)
     return table_from_source(src)
 
 

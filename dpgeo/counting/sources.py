@@ -157,13 +157,11 @@ def _time_array(times, n):
     if isinstance(times, (pa.Array, pa.ChunkedArray)):
         arr = times
     else:
+        from .values import arrow_of
+
         if hasattr(times, "to_numpy") and not hasattr(times, "dt") and not hasattr(times, "array"):
             times = times.to_numpy()
-        try:
-            arr = pa.array(times, from_pandas=True)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-            arr = pa.array([None if v is None else str(v) for v in np.asarray(times, dtype=object).ravel()],
-                           type=pa.string())
+        arr = arrow_of(times, "time")  # a value of another type is read alone, as text
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if len(arr) != n:

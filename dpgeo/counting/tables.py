@@ -39,6 +39,7 @@ from .decode import (
     resolve_crs,
     table_batch,
 )
+from .csvlines import CHUNK_BYTES, ESCAPED_UTF8, line_chunks, parse_lines
 from .sources import DEFAULT_BATCH_ROWS, PointSource
 
 __all__ = ["ParquetSource", "CsvSource"]
@@ -223,19 +224,25 @@ def _hive_keys(path, root) -> dict:
 # -- CSV -----------------------------------------------------------------------------------------
 
 #: Bytes of CSV text per block of the streaming reader (≈ 1–2 million short records).
-_CSV_BLOCK_BYTES = 48 << 20
+_CSV_BLOCK_BYTES = CHUNK_BYTES
 
 
 class CsvSource(PointSource):
-    """CSV file(s) with coordinate columns, read with pyarrow's streaming reader."""
+    """CSV file(s) with coordinate columns, one record per physical line (:mod:`~dpgeo.counting.csvlines`).
+
+    ``quoted_newlines``: the owner's export has line breaks inside quoted
+    fields; records then follow the quotes (an unclosed quote swallows the
+    lines after it up to the end of its 48 MiB block).
+    """
 
     def __init__(self, files, *, label, x=None, y=None, input_crs=None, person=None,
-                 batch_rows=DEFAULT_BATCH_ROWS, _spec=None, time=None):
+                 batch_rows=DEFAULT_BATCH_ROWS, _spec=None, time=None, quoted_newlines=False):
         self.files = list(files)
         self.label = label
         self.person = person
         self.time = time
         self.batch_rows = int(batch_rows)
+        self.quoted_newlines = bool(quoted_newlines)
         self._x, self._y, self._input_crs = x, y, input_crs
         self._spec = _spec or self._open()
         self.crs = self._spec["crs"]
@@ -249,9 +256,6 @@ class CsvSource(PointSource):
         return {"what": what, "names": names, "delimiter": delim, "xcol": xcol, "ycol": ycol, "crs": crs}
 
     def batches(self):
-        import pyarrow as pa
-        import pyarrow.csv as pcsv
-
         s = self._spec
         cols = [s["xcol"], s["ycol"]] + ([self.person] if self.person not in (None, s["xcol"], s["ycol"]) else [])
         tcol = None if self.time is None else self.time.column
@@ -264,49 +268,112 @@ class CsvSource(PointSource):
                 if missing:
                     raise InputError(f"column {missing[0]!r} is not in {os.path.basename(f)} (one of the files of "
                                      f"{self.label!r})")
-            ro = pcsv.ReadOptions(block_size=_CSV_BLOCK_BYTES, use_threads=True)
-            skipped = []
-            po = pcsv.ParseOptions(delimiter=delim, invalid_row_handler=lambda row: skipped.append(1) or "skip")
-            co = pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.string() for c in cols},
-                                     strings_can_be_null=True)
             stream = _open_text(f)
             try:
-                try:
-                    reader = pcsv.open_csv(stream, read_options=ro, parse_options=po, convert_options=co)
-                except Exception as exc:
-                    raise InputError(_csv_error(exc, f)) from None
-                while True:
-                    try:
-                        rb = reader.read_next_batch()
-                    except StopIteration:
-                        if skipped:
-                            e = np.zeros(0)
-                            yield PointBatch(e, e, None if self.person is None else np.zeros(0, dtype=object),
-                                             len(skipped), {"malformed_row": len(skipped)},
-                                             period=None if tcol is None else np.zeros(0, dtype=np.int64))
-                        break
-                    except Exception as exc:
-                        raise InputError(_csv_error(exc, f)) from None
-                    n_bad, skipped[:] = len(skipped), []
-                    for a in range(0, max(rb.num_rows, 1), self.batch_rows):
-                        part = rb.slice(a, self.batch_rows)
-                        b = table_batch(part.column(0), part.column(1), part.num_rows, s["crs"],
-                                        person_col=None if self.person is None else part.column(cols.index(
-                                            self.person)),
-                                        time_col=None if tcol is None else part.column(cols.index(tcol)),
-                                        time=self.time)
-                        if n_bad:  # rows with the wrong number of fields, dropped by the parser
-                            b.n_read += n_bad
-                            b.drops["malformed_row"] = n_bad
-                            n_bad = 0
-                        yield b
+                tables = (_quoted_tables if self.quoted_newlines else _line_tables)(stream, f, names, delim, cols)
+                for table, n_bad in tables:
+                    yield from self._table_batches(table, cols, n_bad)
             finally:
                 stream.close()
+
+    def _table_batches(self, table, cols, n_bad):
+        s = self._spec
+        tcol = None if self.time is None else self.time.column
+        if table is None or table.num_rows == 0:
+            if n_bad:
+                e = np.zeros(0)
+                yield PointBatch(e, e, None if self.person is None else np.zeros(0, dtype=object), n_bad,
+                                 {"malformed_row": n_bad}, period=None if tcol is None else np.zeros(0, dtype=np.int64))
+            return
+        for a in range(0, table.num_rows, self.batch_rows):
+            part = table.slice(a, self.batch_rows)
+            b = table_batch(part.column(0), part.column(1), part.num_rows, s["crs"],
+                            person_col=None if self.person is None else part.column(cols.index(self.person)),
+                            time_col=None if tcol is None else part.column(cols.index(tcol)), time=self.time)
+            if n_bad:  # lines that do not parse as a row (wrong number of fields, a quote left open)
+                b.n_read += n_bad
+                b.drops["malformed_row"] = n_bad
+                n_bad = 0
+            yield b
 
     def fragments(self, target_rows):
         """One fragment per file (a compressed CSV cannot be split)."""
         return [CsvSource([f], label=self.label, person=self.person, batch_rows=self.batch_rows, _spec=self._spec,
-                          time=self.time) for f in self.files]
+                          time=self.time, quoted_newlines=self.quoted_newlines) for f in self.files]
+
+
+def _csv_options(names, delim, cols, *, quoted, threads=True, header=False, strict=False):
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    skipped = []
+    ro = pcsv.ReadOptions(block_size=_CSV_BLOCK_BYTES if quoted else 4 << 20, use_threads=threads,
+                          column_names=None if header else names, encoding=ESCAPED_UTF8 if quoted else "utf8")
+    po = pcsv.ParseOptions(delimiter=delim, newlines_in_values=quoted,
+                           invalid_row_handler=None if strict else (lambda row: skipped.append(1) or "skip"))
+    co = pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.binary() for c in cols},
+                             strings_can_be_null=True)
+    return ro, po, co, skipped
+
+
+def _line_tables(stream, path, names, delim, cols):
+    """``(table, rows dropped as malformed)`` per chunk: one record per physical line."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    def parse(buf, threads=True, strict=False):
+        ro, po, co, skipped = _csv_options(names, delim, cols, quoted=False, threads=threads, strict=strict)
+        return pcsv.read_csv(pa.py_buffer(buf), read_options=ro, parse_options=po, convert_options=co), len(skipped)
+
+    try:
+        for chunk in line_chunks(stream, first=_after_header(stream)):
+            yield parse_lines(chunk, parse, delim)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(_csv_error(exc, path)) from None
+
+
+def _after_header(stream):
+    """The bytes after the first line (the header), read from ``stream``."""
+    head = b""
+    while True:
+        data = stream.read(1 << 16)
+        if not data:
+            return b""
+        head += bytes(data)
+        ends = [i for i in (head.find(b"\n"), head.find(b"\r")) if i >= 0]
+        if ends:
+            i = min(ends)
+            return head[i + 2:] if head[i:i + 2] == b"\r\n" else head[i + 1:]
+
+
+def _quoted_tables(stream, path, names, delim, cols):
+    """``(record batch, rows dropped as malformed)``: records follow the quotes (``quoted_newlines``)."""
+    import pyarrow.csv as pcsv
+
+    ro, po, co, skipped = _csv_options(names, delim, cols, quoted=True, header=True)
+    try:
+        reader = pcsv.open_csv(stream, read_options=ro, parse_options=po, convert_options=co)
+    except Exception as exc:
+        raise InputError(_csv_error(exc, path)) from None
+    while True:
+        try:
+            rb = reader.read_next_batch()
+        except StopIteration:
+            if skipped:
+                yield _empty_table(cols), len(skipped)
+            return
+        except Exception as exc:
+            raise InputError(_csv_error(exc, path)) from None
+        n_bad, skipped[:] = len(skipped), []
+        yield rb, n_bad
+
+
+def _empty_table(cols):
+    import pyarrow as pa
+
+    return pa.table({c: pa.array([], pa.binary()) for c in dict.fromkeys(cols)})
 
 
 def _open_text(path):
@@ -348,12 +415,13 @@ def _csv_header(path, what):
         raise
     except Exception as exc:
         raise InputError(f"cannot read {what!r} as CSV: {input_error_text(exc, path)}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        if exc.start < len(raw) - 4:  # not merely a multi-byte character cut at the end of the sample
-            raise InputError(f"{what!r} is not UTF-8 text; save it as UTF-8 CSV") from None
-        text = raw[:exc.start].decode("utf-8-sig")
+    ends = [i for i in (raw.find(b"\n"), raw.find(b"\r")) if i >= 0]
+    line = raw[:min(ends)] if ends else raw
+    try:  # the header line only: a record's bytes never decide whether the file is read
+        text = line.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"the first line of {what!r} (its column names) is not UTF-8 text; save the file as UTF-8 "
+                         "CSV") from None
     first = text.splitlines()[0] if text.strip() else ""
     if not first.strip():
         raise InputError(f"input {what!r} has no records (the file is empty)")

@@ -26,6 +26,10 @@ A time without a zone is a wall-clock time of the series' ``timezone``
 (default UTC). A wall-clock time that the change to daylight-saving time
 skips is moved forward by the gap; one that the change back repeats is taken
 at its first (daylight-saving) occurrence.
+A wall-clock time of a zone other than UTC must lie in the years 1678–2261
+(where pandas' time zones end); one outside is ``unparsed_time``, for that
+record alone: each record's time is read on its own, and nothing about one
+record changes how the others of its batch are read.
 
 Nothing here shows a value of a record: messages name the column and counts.
 """
@@ -138,12 +142,10 @@ def seconds_from_arrow(col, timezone="UTC", *, time_format=None, what="the time 
     """
     import pyarrow as pa
 
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    from .values import plain_array
+
+    col = plain_array(col)
     t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.cast(t.value_type)
-        t = col.type
     n = len(col)
     none = np.zeros(n, dtype=bool)
     missing = np.asarray(col.is_null()) if col.null_count else none.copy()
@@ -163,12 +165,20 @@ def seconds_from_arrow(col, timezone="UTC", *, time_format=None, what="the time 
         secs, bad = _localise(np.floor_divide(_filled_int(col), 1000), timezone, ~missing)
         return secs, missing, bad
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        v = _filled_float(col.cast(pa.float64()))
+        v = _filled_float(col.cast(pa.float64(), safe=False))
         bad = ~missing & ~(np.isfinite(v) & (np.abs(v) < 1e13))  # NaN, inf, or beyond ±300,000 years
         v[~np.isfinite(v) | bad] = 0
         return np.floor(v).astype(np.int64), missing, bad
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return _from_text(col, timezone, time_format, missing)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):  # text read as bytes (CSV): UTF-8 record by record
+        from .csvlines import text_of_binary
+
+        text, not_utf8, _ = text_of_binary(col)
+        secs, missing, unparsed = seconds_from_arrow(text, timezone, time_format=time_format, what=what)
+        if not_utf8 is not None:
+            missing, unparsed = missing & ~not_utf8, unparsed | not_utf8
+        return secs, missing, unparsed
     raise InputError(f"{what} has type {t}; it must hold times: ISO 8601 text (2014-04-01T00:11:00Z), epoch "
                      "seconds, or timestamps")
 
@@ -299,22 +309,46 @@ def _offsets(zone, rows):
     return out
 
 
+#: Wall-clock seconds that a zone other than UTC places (pandas' nanosecond range, years 1678–2261, less a margin
+#: for the zone's offset): a wall-clock time outside it is a time of that record alone that cannot be placed.
+_WALL_LIMIT_S = 9_200_000_000
+
+
 def _localise(wall, timezone, rows):
-    """UTC seconds of wall-clock seconds in ``timezone``: ``(seconds, bad)``."""
+    """UTC seconds of wall-clock seconds in ``timezone``: ``(seconds, bad)``.
+
+    Record by record: a wall-clock time that cannot be placed (beyond years
+    1678–2261, where pandas' time zones end) is ``bad`` alone; the other
+    records of the batch are converted all the same (vectorised; a failure
+    of the conversion itself is narrowed down by halving, never spread).
+    """
     wall = np.asarray(wall, dtype=np.int64)
     bad = np.zeros(wall.size, dtype=bool)
     if timezone in (None, "UTC", "Etc/UTC") or not rows.any():
         return wall, bad
+    out = wall.copy()
+    sel = np.flatnonzero(rows)
+    far = np.abs(wall[sel]) >= _WALL_LIMIT_S
+    bad[sel[far]] = True
+    _localise_rows(wall, out, bad, sel[~far], timezone)
+    return out, bad
+
+
+def _localise_rows(wall, out, bad, sel, timezone):
     import pandas as pd
 
-    sel = np.flatnonzero(rows)
-    idx = pd.DatetimeIndex(wall[sel].astype("datetime64[s]"))
+    if not sel.size:
+        return
     try:
+        idx = pd.DatetimeIndex(wall[sel].astype("datetime64[s]"))
         loc = idx.tz_localize(timezone, ambiguous=np.ones(sel.size, dtype=bool), nonexistent="shift_forward")
-    except Exception:  # out of pandas' range of years: the rows are not times it can place
-        bad[sel] = True
-        return wall, bad
-    utc = loc.tz_convert("UTC").tz_localize(None).values.astype("datetime64[s]").astype(np.int64)
-    out = wall.copy()
+        utc = loc.tz_convert("UTC").tz_localize(None).values.astype("datetime64[s]").astype(np.int64)
+    except Exception:  # not expected within the limits; whatever fails, it fails for its own records only
+        if sel.size == 1:
+            bad[sel] = True
+            return
+        half = sel.size // 2
+        _localise_rows(wall, out, bad, sel[:half], timezone)
+        _localise_rows(wall, out, bad, sel[half:], timezone)
+        return
     out[sel] = utc
-    return out, bad

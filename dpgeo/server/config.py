@@ -110,6 +110,7 @@ class DatasetConfig:
     x: str | None = None
     y: str | None = None
     input_crs: str | None = None
+    quoted_newlines: bool = False  # a CSV export with line breaks inside quoted fields (see open_points)
     crs: str | None = None
     person: str | None = None
     max_points_per_person: int | None = None
@@ -134,7 +135,8 @@ class DatasetConfig:
         if self.connection is not None:
             return {"table": self.table, "sql": self.sql, "geometry": self.geometry, "input_crs": self.input_crs,
                     "person": self.person}
-        return {"layer": self.layer, "x": self.x, "y": self.y, "input_crs": self.input_crs, "person": self.person}
+        return {"layer": self.layer, "x": self.x, "y": self.y, "input_crs": self.input_crs, "person": self.person,
+                "quoted_newlines": self.quoted_newlines}
 
 
 @dataclass(frozen=True)
@@ -309,7 +311,8 @@ def ledger_notice(settings) -> tuple:
 
 _DATASET_KEYS = {"path", "study_area", "total_epsilon", "title", "description", "layer", "x", "y", "input_crs", "crs",
                  "person", "max_points_per_person", "max_points_per_record", "max_epsilon", "private_releases",
-                 "time_columns", "timezone", "time_format", "connection", "table", "sql", "geometry"}
+                 "time_columns", "timezone", "time_format", "quoted_newlines", "connection", "table", "sql",
+                 "geometry"}
 
 
 def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
@@ -373,6 +376,10 @@ def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
     if person is not None and per_record != 1:
         raise ConfigError(f"{w}: with person, bound the contribution with max_points_per_person, not "
                           "max_points_per_record")
+    quoted = t.get("quoted_newlines", False)
+    if not isinstance(quoted, bool):
+        raise ConfigError(f"{w} quoted_newlines must be true or false (true only for a CSV export with line breaks "
+                          "inside quoted fields)")
     private = t.get("private_releases", False)
     if not isinstance(private, bool):
         raise ConfigError(f"{w} private_releases must be true or false")
@@ -393,7 +400,8 @@ def _dataset(name: str, t: dict, base: str) -> DatasetConfig:
     return DatasetConfig(
         name=name, path=data_path, study_area=spec, area=area, total_epsilon=total,
         title=_str(t, "title", w) or name, description=_str(t, "description", w) or "",
-        layer=_str(t, "layer", w), x=_str(t, "x", w), y=_str(t, "y", w), input_crs=_str(t, "input_crs", w), crs=crs,
+        layer=_str(t, "layer", w), x=_str(t, "x", w), y=_str(t, "y", w), input_crs=_str(t, "input_crs", w),
+        quoted_newlines=quoted, crs=crs,
         person=person, max_points_per_person=k, max_points_per_record=per_record, max_epsilon=max_eps,
         private_releases=private, time_columns=tuple(times), timezone=tz, time_format=_str(t, "time_format", w),
         connection=conn, table=_str(t, "table", w), sql=_str(t, "sql", w), geometry=_str(t, "geometry", w))
