@@ -19,6 +19,7 @@ from .args import (
     _add_input_args,
     _add_privacy_args,
     _add_series_args,
+    _add_shared,
     _domain_engine,
 )
 
@@ -91,11 +92,8 @@ def add_mechanism_commands(sub, mechanisms):
 
 def _preview_options(sp, mech):
     g = sp.add_argument_group("privacy")
-    g.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
-    g.add_argument("--max-points-per-record", type=int, default=1, metavar="N",
-                   help="points one record may contribute; scales the noise (default 1)")
-    g.add_argument("--max-memory", default=None, metavar="SIZE",
-                   help="refuse parameters whose run would need more memory than this (e.g. 8G)")
+    for name in ("epsilon", "max_points_per_record", "max_memory_bytes"):
+        _add_shared(g, name)
     add_param_options(sp, mech)
     _add_domain_args(sp, with_data_flag=False)
     _add_engine_arg(sp)

@@ -14,13 +14,12 @@ from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
     QgsProcessingOutputString,
-    QgsProcessingParameterCrs,
     QgsProcessingParameterFileDestination,
     QgsProcessingParameterString,
 )
 
 from .base import DeclaredBase
-from .declared import advanced, help_html, library_call, param_values
+from .declared import help_html, library_call, param_values
 from .parameters import is_set, tr
 
 __all__ = ["PreviewAlgorithm"]
@@ -66,16 +65,16 @@ class PreviewAlgorithm(DeclaredBase):
                                             "to get a table for all of them.</p>" + _AUTO_NOTE, layers=False))
 
     def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
-        self.add_epsilon()
+        from dpgeo.shared_params import PREVIEW_KEYS
+
+        self.add_shared(advanced=False, names=PREVIEW_KEYS)
         self.add_declared(advanced=False)
         self.add_study_area(data_fallback=False)
         self.addParameter(QgsProcessingParameterString(
             self.COMPARE, self.tr("Compare ε values (comma-separated, optional)"),
             defaultValue="0.1, 0.5, 1, 2", optional=True))
+        self.add_shared(advanced=True, names=PREVIEW_KEYS)
         self.add_declared(advanced=True)
-        self.addParameter(advanced(QgsProcessingParameterCrs(
-            self.WORKING_CRS, self.tr("Working CRS in metres (default: UTM zone of the study area)"),
-            optional=True)))
         self.addParameter(QgsProcessingParameterFileDestination(
             self.OUTPUT_HTML, self.tr("Preview report"), self.tr("HTML files (*.html)"), optional=True,
             createByDefault=True))
@@ -113,6 +112,9 @@ class PreviewAlgorithm(DeclaredBase):
         working = self.working_crs(parameters, context)
         if working:
             base["crs"] = working
+        per_record = self.optional_int(parameters, self.MAX_POINTS_PER_RECORD, context)
+        if per_record is not None and per_record != 1:
+            base["max_points_per_record"] = per_record
         values = self._compare_values(parameters, context, epsilon)
         rows = []
         for i, eps in enumerate(values):

@@ -101,13 +101,13 @@ def test_dbscan_parameters(plugin):
     from qgis.core import QgsProcessing, QgsProcessingParameterDefinition as Def, QgsUnitTypes
 
     alg, params = _definitions("dpgeo:dbscanspans")
-    assert list(params) == ["INPUT", "EPSILON", "DATASET", "LEDGER", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS", "MIN_POINTS",
-                            "TIME_FIELD", "PERIOD", "PERIOD_START", "PERIOD_END", "TIMEZONE", "TIME_FORMAT",
-                            "PERSON_ACCOUNTING", "CUMULATIVE",
-                            "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
-                            "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
-                            "SPAN_EXTENT", "FDR", "MAX_POINTS_PER_RECORD",
-                            "SEED", "OUTPUT", "OUTPUT_LEVELS"]
+    assert list(params) == ["INPUT", "EPSILON", "DATASET", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS",
+                            "MIN_POINTS", "TIME_FIELD", "PERIOD", "PERIOD_START", "PERIOD_END", "TIMEZONE",
+                            "TIME_FORMAT", "PERSON_ACCOUNTING", "CUMULATIVE",
+                            "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "OUTPUT_CRS",
+                            "MAX_POINTS_PER_RECORD", "WORKING_CRS", "SEED", "LEDGER",
+                            "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SPAN_EXTENT", "FDR",
+                            "OUTPUT", "OUTPUT_LEVELS"]
     assert params["INPUT"].type() == "source"
     assert params["INPUT"].dataTypes() == [QgsProcessing.TypeVectorPoint]
     # the radius is in metres whatever the layer's CRS: no parent layer, default unit metres
@@ -150,7 +150,7 @@ def test_dbscan_parameters(plugin):
     assert "privat" in alg.shortHelpString().lower()
     # the privacy-budget ledger: a dataset name (default the declared dataset the input file holds, found from its
     # content) and a ledger file (default the CLI's)
-    assert params["DATASET"].type() == "string" and "declared dataset" in params["DATASET"].description()
+    assert params["DATASET"].type() == "string" and "dataset declared" in params["DATASET"].description()
     assert params["LEDGER"].type() == "file" and params["LEDGER"].behavior() == params["LEDGER"].File
     assert "refused before any point is read" in alg.shortHelpString()
 
@@ -283,3 +283,32 @@ def test_every_dialog_has_the_declared_series_parameters(plugin):
             elif p.name == "timezone":
                 assert q.defaultValue() == p.none_means
         assert "APPEND" not in params and "PER_PERIOD_FILES" not in params
+
+
+def test_every_dialog_has_the_declared_shared_parameters(plugin):
+    """ε, the contribution bounds, the working CRS, the seed, the dataset and the ledger are the library's declared
+    shared parameters (dpgeo.shared_params): the same ε range as every other front end, help, advanced flags."""
+    from dpgeo.pipeline.registry import MECHANISMS
+    from dpgeo.shared_params import EPSILON_MAX, PREVIEW_KEYS, shared_offered, shared_param
+    from qgis.core import QgsProcessingParameterDefinition as Def
+
+    eps = shared_param("epsilon")
+    for mech in MECHANISMS:
+        alg, params = _definitions(f"dpgeo:{mech.qgis_id}")
+        offered = [p for p in shared_offered("qgis") if mech.reads is not None or p.name in PREVIEW_KEYS]
+        assert offered and {p.qgis for p in offered} <= set(params), mech.name
+        for p in offered:
+            q = params[p.qgis]
+            assert q.help() == p.help, p.name
+            assert bool(q.flags() & Def.FlagAdvanced) == p.advanced, p.name
+            assert bool(q.flags() & Def.FlagOptional) == (not p.required and p.default is None), p.name
+        q = params[eps.qgis]
+        assert 0 < q.minimum() < 1e-9 and q.maximum() == EPSILON_MAX == eps.maximum, mech.name
+        assert q.defaultValue() == eps.suggested
+    # the hand-written QGIS parameters are few: the rest is generated from the declarations
+    import re
+    from pathlib import Path
+
+    plugin_dir = Path(__file__).resolve().parents[2] / "qgis_plugin" / "dpgeo_qgis"
+    calls = sum(len(re.findall(r"\baddParameter\(", f.read_text())) for f in plugin_dir.glob("*.py"))
+    assert calls <= 12, calls

@@ -228,7 +228,7 @@ def test_seed_working_crs_and_sensitivity_are_passed(fake_dpgeo, processing_modu
                                                              SPAN_EXTENT=1),
                                 feedback=feedback)
     _, kwargs = spans.calls[-1]
-    assert kwargs["seed"] == 7 and kwargs["crs"] == "EPSG:26915" and kwargs["sensitivity"] == 3
+    assert kwargs["seed"] == 7 and kwargs["crs"] == "EPSG:26915" and kwargs["max_points_per_record"] == 3
     assert kwargs["histogram"] == "sparse" and kwargs["extent"] == "core"
     assert res["DIFFERENTIALLY_PRIVATE"] is False
     assert any("test seed" in e for e in feedback.errors)
