@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from .declare import Param
+from .declare import Param, named, offered_on
 
 __all__ = ["SHARED_PARAMS", "EPSILON_MAX", "WEAK_EPSILON", "ALIASES", "PREVIEW_KEYS", "shared_param", "shared_offered",
            "is_weak_epsilon", "epsilon_warning", "epsilon_status"]
@@ -133,16 +133,12 @@ ALIASES = {"sensitivity": "max_points_per_record"}
 
 def shared_param(name) -> Param:
     """The declared shared parameter called ``name`` (or by a deprecated alias)."""
-    name = ALIASES.get(name, name)
-    for p in SHARED_PARAMS:
-        if p.name == name:
-            return p
-    raise KeyError(name)
+    return named(SHARED_PARAMS, ALIASES.get(name, name))
 
 
 def shared_offered(front) -> tuple:
     """The shared parameters offered on ``front`` (``"api"``, ``"cli"``, ``"qgis"``, ``"service"``)."""
-    return tuple(p for p in SHARED_PARAMS if front in p.fronts)
+    return offered_on(SHARED_PARAMS, front)
 
 
 def _real(epsilon) -> bool:

@@ -5,8 +5,8 @@ the mistake, dpgeo must answer the same way: exit status 2 (or a :class:`dpgeo.e
 API), **one** line on stderr that names the problem and the fix, no traceback, no output or temporary file
 left anywhere in the folders involved, every input byte-identical, and no record value in any message.
 
-:func:`refused` runs the command line (in this process, :func:`run_cli`) and asserts all of that; :func:`api_refused` does the
-same for a Python call. Both return the message so that a case can also check its wording.
+:func:`refused` runs the command line (in this process, :func:`run_cli`) and asserts all of that;
+:func:`api_refused` does the same for a Python call. Both return the message so that a case can also check its wording.
 """
 
 from __future__ import annotations

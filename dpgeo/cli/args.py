@@ -116,7 +116,8 @@ def _add_shared(g, name, *, required=None, note=""):
     g.add_argument(s.cli_flag, help=text, **{k: v for k, v in kw.items() if v is not None or k == "default"})
 
 
-def _add_privacy_args(p, epsilon_required=True, with_person=False, epsilon_note=" Not used by a method that adds no noise."):
+def _add_privacy_args(p, epsilon_required=True, with_person=False,
+                      epsilon_note=" Not used by a method that adds no noise."):
     g = p.add_argument_group("privacy")
     _add_shared(g, "epsilon", required=epsilon_required, note="" if epsilon_required else epsilon_note)
     _add_shared(g, "max_points_per_record")

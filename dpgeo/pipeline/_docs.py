@@ -63,9 +63,11 @@ _SERIES_API = {
 }
 
 
-def _series_doc(p) -> tuple[str, str]:
+def _api_doc(p, api) -> tuple[str, str]:
+    """``(type, text)`` of a declared parameter, with what only the Python API says of it (``api``: ``name:
+    (type, note)``)."""
     typ, text = param_doc(p)
-    api_typ, note = _SERIES_API.get(p.name, (typ, ""))
+    api_typ, note = api.get(p.name, (typ, ""))
     return api_typ, text.replace(p.help, p.help + note, 1)
 
 
@@ -95,17 +97,11 @@ _SHARED_API = {
 }
 
 
-def _shared_doc(p) -> tuple[str, str]:
-    typ, text = param_doc(p)
-    api_typ, note = _SHARED_API.get(p.name, (typ, ""))
-    return api_typ, text.replace(p.help, p.help + note, 1)
-
-
 # -- the shared keywords (dpgeo.shared_params), as declared --
-COMMON_DOCS.update({p.name: _shared_doc(p) for p in shared_offered("api")})
+COMMON_DOCS.update({p.name: _api_doc(p, _SHARED_API) for p in shared_offered("api")})
 
 # -- a series (pipeline/series.py): one release per public period, its keywords as declared --
-COMMON_DOCS.update({p.name: _series_doc(p) for p in series_offered("api")})
+COMMON_DOCS.update({p.name: _api_doc(p, _SERIES_API) for p in series_offered("api")})
 
 #: The defaults of the keyword arguments every release shares (see :data:`COMMON_DOCS`).
 COMMON_DEFAULTS = {**{p.name: p.default for p in shared_offered("api") if p.name != "epsilon"},
@@ -293,8 +289,31 @@ def parameters_markdown(mechanisms) -> str:
                 f"{_md(p.range_text()) or '—'} | {_md(p.default_text())}{' (advanced)' if p.advanced else ''} | "
                 f"{where} | {_md(p.help)} |")
         out.append("")
-    out += shared_markdown() + series_markdown()
+    out += shared_markdown() + series_markdown() + outputs_markdown(mechanisms)
     return "\n".join(out)
+
+
+def outputs_markdown(mechanisms) -> list:
+    """The tables of the metadata fields (``dpgeo.metadata_fields``, ``Mechanism.outputs``) in
+    ``docs/parameters.md``."""
+    from ..metadata_fields import COMMON_FIELDS
+
+    def table(fields):
+        rows = ["| key | label | section | unit | meaning |", "|---|---|---|---|---|"]
+        return rows + [f"| `{f.key}` | {_md(f.label)} | {f.section} | {f.unit or '—'} | {_md(f.help) or '—'} |"
+                       for f in fields]
+
+    out = ["## What a release publishes: its metadata fields", "",
+           "Declared once, with the label `dpgeo info`, QGIS, the HTML map's privacy panel and the PNG footer "
+           "show (`dpgeo/metadata_fields.py` for the fields every release shares, `outputs` in each mechanism's "
+           "declaration for its own).", "", "### Every release", "", *table(COMMON_FIELDS), ""]
+    seen = set()
+    for m in mechanisms:
+        own = [f for f in m.outputs if f.key not in seen]
+        seen |= {f.key for f in own}
+        if own:
+            out += [f"### {m.title}", "", *table(own), ""]
+    return out
 
 
 def shared_markdown() -> list:

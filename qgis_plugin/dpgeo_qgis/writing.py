@@ -421,14 +421,13 @@ class WritingMixin:
 
 
 def _summary(result, metadata):
-    """The release's summary, with what the plugin added to its ``metadata`` (the output CRS)."""
-    if metadata == dict(result.metadata):
-        return result.summary()
+    """The release's metadata for people: every field labelled, in sections, as the library declares them (as
+    ``dpgeo info`` prints it), with what the plugin added (the output CRS)."""
     try:
-        from dpgeo.release import format_metadata
+        from dpgeo.metadata_fields import release_text
     except ImportError:  # pragma: no cover (an older dpgeo)
         return result.summary()
-    return format_metadata(metadata)
+    return release_text(dict(metadata))
 
 
 def _field_type(column):

@@ -312,3 +312,54 @@ def test_every_dialog_has_the_declared_shared_parameters(plugin):
     plugin_dir = Path(__file__).resolve().parents[2] / "qgis_plugin" / "dpgeo_qgis"
     calls = sum(len(re.findall(r"\baddParameter\(", f.read_text())) for f in plugin_dir.glob("*.py"))
     assert calls <= 12, calls
+
+
+def test_the_noise_preview_outputs_are_the_declared_fields(plugin):
+    """The QGIS noise preview's numbers (outputs and table columns) are the fields its mechanism declares with a
+    column (dpgeo.metadata_fields, Mechanism.outputs), labelled as declared: the plugin names none of them."""
+    from dpgeo.metadata_fields import COMMON_FIELDS
+    from dpgeo.pipeline.registry import MECHANISMS
+
+    for mech in (m for m in MECHANISMS if m.reads is None):
+        alg, _ = _definitions(f"dpgeo:{mech.qgis_id}")
+        declared = [f for f in (*COMMON_FIELDS, *mech.outputs) if f.column]
+        assert declared
+        outputs = {o.name(): o.description() for o in alg.outputDefinitions()}
+        for f in declared:
+            assert outputs[f.key.upper()].startswith(f.label), f.key
+        assert [c for _, _, _, c in alg.numbers()] == [f.column for f in declared]
+
+
+@pytest.mark.parametrize("kind", ["heat", "hotspots", "kmeans", "series"])
+def test_the_layer_summary_shows_its_own_fields_labelled(plugin, kind):
+    """What QGIS logs and puts in the layer's abstract: every field labelled as declared (as dpgeo info prints it),
+    the mechanism's own ones included; the plugin names none of them."""
+    import warnings
+
+    import numpy as np
+
+    import dpgeo
+    from dpgeo.metadata_fields import COMMON_FIELDS
+    from dpgeo.pipeline.registry import mechanism
+    from dpgeo_qgis.writing import _summary
+
+    rng = np.random.default_rng(0)
+    pts = (rng.uniform(0, 2000, 600), rng.uniform(0, 2000, 600), "EPSG:32615")
+    times = np.array([f"2014-04-{1 + 7 * d:02d}" for d in rng.integers(0, 3, 600)])
+    kw = dict(epsilon=1, domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", ledger=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, name = {
+            "heat": lambda: (dpgeo.heat(pts, cell_m=200, **kw), "dp-heat"),
+            "hotspots": lambda: (dpgeo.hotspots(pts, cell_m=200, **kw), "dp-hotspots"),
+            "kmeans": lambda: (dpgeo.kmeans(pts, k=3, **kw), "dp-kmeans"),
+            "series": lambda: (dpgeo.heat(pts, cell_m=200, time=times, period="week", period_start="2014-03-31",
+                                          period_end="2014-04-21", **kw), "dp-heat"),
+        }[kind]()
+    text = _summary(res, dict(res.metadata, output_crs="EPSG:4326"))
+    own = [f for f in (*mechanism(name).outputs, *(f for f in COMMON_FIELDS if f.section == "Series"))
+           if f.key in res.metadata]
+    assert own
+    for f in own:
+        assert f"\n  {f.label} " in text, (f.key, text)
+    assert "\n  file CRS " in text and "\nOther\n" not in text
