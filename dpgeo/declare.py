@@ -285,7 +285,7 @@ SECTIONS = ("Privacy", "Release", "Series", "Study area and grid", "Parameters",
             "Auto: its choices")
 
 _UNITS = ("", "metres", "points", "cells", "%", "share", "neighbours", "yes/no")
-_RENDERS = ("", "status", "reasons", "domain", "grid", "by_points", "shape", "share", "beta", "list")
+_RENDERS = ("", "status", "reasons", "domain", "grid", "by_points", "shape", "share", "beta", "delta", "list")
 
 
 @dataclass(frozen=True)
@@ -312,7 +312,7 @@ class Meta:
         What ``None`` means (``"none"``, ``"none declared"``, ...).
     render : str
         A value that needs more than a unit: ``"status"``, ``"reasons"``, ``"domain"``, ``"grid"``,
-        ``"by_points"``, ``"shape"`` (rows × columns), ``"share"``, ``"beta"``, ``"list"``.
+        ``"by_points"``, ``"shape"`` (rows × columns), ``"share"``, ``"beta"``, ``"delta"``, ``"list"``.
     panel : bool
         Shown on the published map's privacy panel (HTML) and in QGIS's summary of the layer.
     column : str

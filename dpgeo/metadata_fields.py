@@ -13,8 +13,10 @@ Like :mod:`dpgeo.declare`, this module imports nothing of the data side.
 Examples
 --------
 >>> sections = dict(describe({"epsilon": 1.0, "cell_width_m": 250.0, "n_clusters": 3}))
->>> sections["Privacy"], sections["Study area and grid"]
-([('ε (privacy budget)', '1', None)], [('cell width', '250 m', None)])
+>>> sections["Study area and grid"]
+[('cell width', '250 m', 'the width of a grid cell')]
+>>> [label for label, _, _ in sections["Privacy"]], sections["Result"][0][:2]
+(['ε (privacy budget)'], ('clusters', '3'))
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ COMMON_FIELDS = (
     _m("not_private_reasons", "why not", "Privacy", "what broke the guarantee, when it is broken", render="reasons"),
     _m("epsilon", "ε (privacy budget)", "Privacy",
        "the privacy budget the release spent: one record changes the probability of any output by at most e^ε"),
-    _m("delta", "δ", "Privacy", "the δ of (ε, δ)-DP; 0: pure ε-DP"),
+    _m("delta", "δ", "Privacy", "the δ of (ε, δ)-DP; 0: pure ε-DP", render="delta"),
     _m("epsilon_split", "ε split", "Privacy",
        "how ε is divided between the release's noisy steps (they compose: the parts add up to ε)", unit="share"),
     _m("neighbouring_relation", "neighbouring datasets", "Privacy", "the two datasets the guarantee cannot tell apart"),
@@ -275,6 +277,8 @@ def field_text(f: Meta, value, md: dict) -> str:
     if r == "list":
         return _plain(value) if not isinstance(value, list) or len(value) <= 6 else \
             f"{len(value)}: {_plain(value[0])} … {_plain(value[-1])}"
+    if r == "delta" and _is_number(value):
+        return number_text(value) + (" (pure ε-DP)" if value == 0 else "")
     if r == "beta" and _is_number(value):
         return (f"{number_text(value)} (the bounds below hold with probability ≥ "
                 f"{number_text(round(100 * (1 - value), 6))}%)")

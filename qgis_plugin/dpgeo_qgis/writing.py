@@ -375,9 +375,12 @@ class WritingMixin:
         return getattr(mech, "style", "clusters")
 
     def layer_title(self, name=None):
-        private = bool((self._metadata or {}).get("differentially_private"))
+        from dpgeo.shared_params import epsilon_status
+
+        status = epsilon_status(self._metadata or {})  # a weak ε (above the declared threshold) says so
         eps = (self._metadata or {}).get("epsilon")
-        tail = "differentially private" if private else "NOT private"
+        tail = {"private": "differentially private", "weak": "differentially private, WEAK ε"}.get(status,
+                                                                                                  "NOT private")
         name = name or self.result_title
         return f"{name} (ε={eps}, {tail})" if eps is not None else f"{name} ({tail})"
 
@@ -421,8 +424,10 @@ class WritingMixin:
 
 
 def _summary(result, metadata):
-    """The release's metadata for people: every field labelled, in sections, as the library declares them (as
-    ``dpgeo info`` prints it), with what the plugin added (the output CRS)."""
+    """The release's summary (the library's: every field labelled, as ``dpgeo info`` prints it), with what the
+    plugin added to its ``metadata`` (the output CRS)."""
+    if metadata == dict(result.metadata):
+        return result.summary()
     try:
         from dpgeo.metadata_fields import release_text
     except ImportError:  # pragma: no cover (an older dpgeo)
