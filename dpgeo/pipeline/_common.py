@@ -108,14 +108,15 @@ def warn_if_weak(epsilon, stacklevel=3):
 
 def _contribution(person, max_points_per_person, sensitivity):
     """Sensitivity and privacy unit from the person/cap/sensitivity parameters (checked)."""
-    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
+    sensitivity = check_int(sensitivity, "max_points_per_record (points per record)")
     if person is None:
         if max_points_per_person is not None:
             raise ParameterError("max_points_per_person needs person (the column or ids that identify "
                                  "each point's person)")
         return sensitivity, None
     if sensitivity != 1:
-        raise ParameterError("with person=..., bound the contribution with max_points_per_person, not sensitivity")
+        raise ParameterError("with person=..., bound the contribution with max_points_per_person, not "
+                             "max_points_per_record")
     if max_points_per_person is None:
         raise ParameterError("person=... needs max_points_per_person: the most points one person may contribute "
                              "(the noise scales with it; extra points are dropped at random)")
