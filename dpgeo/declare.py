@@ -317,6 +317,9 @@ class Meta:
         Shown on the published map's privacy panel (HTML) and in QGIS's summary of the layer.
     column : str
         A short heading for a table of previews (the QGIS noise preview's table and its outputs).
+    note : bool
+        Its meaning is worth a line under its value wherever it is listed (``dpgeo info``); the others' meaning
+        is shown on demand (``dpgeo info --explain``) and in the generated tables of ``docs/parameters.md``.
     """
 
     key: str
@@ -329,8 +332,11 @@ class Meta:
     render: str = ""
     panel: bool = False
     column: str = ""
+    note: bool = False
 
     def __post_init__(self):
+        if not self.help:
+            raise ValueError(f"{self.key}: a metadata field needs its meaning (help)")
         if self.section not in SECTIONS:
             raise ValueError(f"{self.key}: section must be one of {SECTIONS}")
         if self.unit not in _UNITS:

@@ -15,6 +15,8 @@ Examples
 >>> sections = dict(describe({"epsilon": 1.0, "cell_width_m": 250.0, "n_clusters": 3}))
 >>> sections["Study area and grid"]
 [('cell width', '250 m', 'the width of a grid cell')]
+>>> dict(describe({"cell_width_m": 250.0}, explain=False))["Study area and grid"]
+[('cell width', '250 m', None)]
 >>> [label for label, _, _ in sections["Privacy"]], sections["Result"][0][:2]
 (['ε (privacy budget)'], ('clusters', '3'))
 """
@@ -316,9 +318,10 @@ def _declared():
     return _ORDER_CACHE["fields"], _ORDER_CACHE["order"]
 
 
-def describe(md: dict, *, skip=()) -> list:
+def describe(md: dict, *, skip=(), explain=True) -> list:
     """``[(section, [(label, text, meaning or None)])]`` for every key of ``md``, in the declared sections and order;
-    keys nobody declared last, under "Other"."""
+    keys nobody declared last, under "Other". ``explain=False``: the meaning only of the fields declared with
+    ``note=True``."""
     fields, order = _declared()
     groups = {s: [] for s in SECTIONS}
     other = []
@@ -332,7 +335,8 @@ def describe(md: dict, *, skip=()) -> list:
         if f.render == "domain":
             groups[f.section] += [(order[key] + i / 100, *row) for i, row in enumerate(_domain_lines(value))]
         else:
-            groups[f.section].append((order[key], f.label, field_text(f, value, md), f.help or None))
+            groups[f.section].append((order[key], f.label, field_text(f, value, md),
+                                      f.help if explain or f.note else None))
     out = [(s, [row[1:] for row in sorted(groups[s], key=lambda r: r[0])]) for s in SECTIONS if groups[s]]
     if other:
         out.append(("Other", other))
@@ -348,12 +352,12 @@ def panel_items(md: dict, skip=()) -> list:
             for _, f in sorted(rows, key=lambda r: r[0])]
 
 
-def describe_text(md: dict, title: str, *, before=(), skip=()) -> str:
+def describe_text(md: dict, title: str, *, before=(), skip=(), explain=False) -> str:
     """``md`` as text for people: ``title``, the lines ``before``, then one block per section of
-    :func:`describe`, each field labelled and aligned, with its meaning under it (``dpgeo info``, QGIS's log and
-    layer abstract)."""
+    :func:`describe`, each field labelled and aligned, its meaning under it where declared so (every field's with
+    ``explain``): ``dpgeo info``, ``dpgeo preview``, QGIS's log and layer abstract."""
     out = [title, *before]
-    for name, rows in describe(md, skip=skip):
+    for name, rows in describe(md, skip=skip, explain=explain):
         out.append("")
         out.append(name)
         for label, value, note in rows:
@@ -363,7 +367,7 @@ def describe_text(md: dict, title: str, *, before=(), skip=()) -> str:
     return "\n".join(out) + "\n"
 
 
-def release_text(md: dict) -> str:
+def release_text(md: dict, *, explain=False) -> str:
     """A release's metadata for people (``dpgeo info``, QGIS's log and layer abstract): a status line (with the
     weak-ε warning where ε is above the declared threshold), then :func:`describe_text`.
 
@@ -380,4 +384,4 @@ def release_text(md: dict) -> str:
     if _is_number(md.get("epsilon")):
         head += f", ε = {number_text(md['epsilon'])}"
     before = [f"warning: {epsilon_warning(md['epsilon'])}"] if status == "weak" else []
-    return describe_text(md, head, before=before)
+    return describe_text(md, head, before=before, explain=explain)

@@ -45,7 +45,7 @@ def test_cli_options_are_the_declared_parameters(mech):
     shared = {"help", "input", "output", "layer", "x", "y", "input_crs", "out_crs", "engine", "scheduler", "basemap",
               "basemap_attribution", "epsilon", "max_points_per_record", "person", "max_points_per_person", "seed",
               "max_memory", "dataset", "ledger", "unattended", "domain", "domain_crs", "crs", "domain_from_data",
-              "quiet", "json", "title",
+              "quiet", "json", "explain", "title",
               # a map series (pipeline/series.py): every release command takes them
               "time", "period", "period_start", "period_end", "timezone", "time_format", "person_accounting",
               "append", "per_period_files", "cumulative"}

@@ -90,6 +90,10 @@ def test_info_shows_the_layers_own_fields_labelled(name, releases, tmp_path, cap
     for f in own:
         assert re.search(rf"^  {re.escape(f.label)} ", out, re.M), (f.key, f.label, out)
     assert "\nOther\n" not in out
+    assert main(["info", str(path), "--explain"]) == 0  # every field's meaning, as declared, under its value
+    explained = capsys.readouterr().out
+    for f in own:
+        assert f"{f.label:<24} " in explained and f" {f.help}" in explained.replace("\n" + " " * 27, " "), f.key
 
 
 def _panel(page: str) -> str:

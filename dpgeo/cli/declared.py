@@ -98,6 +98,7 @@ def _preview_options(sp, mech):
     _add_domain_args(sp, with_data_flag=False)
     _add_engine_arg(sp)
     sp.add_argument("--json", action="store_true", help="print the preview as JSON (for scripts)")
+    sp.add_argument("--explain", action="store_true", help="say under every number what it means")
     sp.set_defaults(func=functools.partial(_cmd_preview, mech))
 
 
@@ -163,5 +164,6 @@ def _cmd_preview(mech, args):
         p = run_preview(mech, {**param_values(mech, args), "epsilon": args.epsilon, "domain": args.domain,
                                "domain_crs": args.domain_crs, "crs": args.crs,
                                "sensitivity": args.max_points_per_record, "max_memory_bytes": args.max_memory})
-    print(json.dumps(p, indent=2) if args.json else format_preview(p), end="\n" if args.json else "")
+    print(json.dumps(p, indent=2) if args.json else format_preview(p, explain=args.explain),
+          end="\n" if args.json else "")
     return 0

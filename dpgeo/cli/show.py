@@ -15,8 +15,8 @@ __all__ = ["format_preview", "format_info"]
 
 # -- the two commands ------------------------------------------------------------------------------------------------
 
-def format_preview(p: dict) -> str:
-    """A noise preview (``dpgeo.noise_preview``) for people.
+def format_preview(p: dict, explain=False) -> str:
+    """A noise preview (``dpgeo.noise_preview``) for people (``explain``: every field's meaning under it).
 
     Examples
     --------
@@ -28,11 +28,12 @@ def format_preview(p: dict) -> str:
     True
     """
     title = "Noise preview: what a run with these parameters would have (reads no data, spends no budget)"
-    return describe_text(dict(p), title, skip=("spends_budget",))
+    return describe_text(dict(p), title, skip=("spends_budget",), explain=explain)
 
 
-def format_info(md: dict) -> str:
-    """A release's privacy metadata (``dpgeo.io.read_layer_metadata``) for people.
+def format_info(md: dict, explain=False) -> str:
+    """A release's privacy metadata (``dpgeo.io.read_layer_metadata``) for people (``explain``: every field's
+    meaning under it).
 
     Examples
     --------
@@ -44,4 +45,4 @@ def format_info(md: dict) -> str:
     >>> "Polygon of 4 vertices" in text and "POLYGON ((" not in text
     True
     """
-    return release_text(dict(md))
+    return release_text(dict(md), explain=explain)
