@@ -40,7 +40,8 @@ from typing import Any, ClassVar
 from .costs import Cost
 from .errors import ParameterError
 
-__all__ = ["Param", "Field", "Mechanism", "REQUIRED", "Values", "FRONTS", "Cost"]
+__all__ = ["Param", "Field", "Meta", "SECTIONS", "Mechanism", "REQUIRED", "Values", "FRONTS", "Cost",
+           "declared_outputs", "named", "offered_on"]
 
 
 class _Required:
@@ -258,6 +259,19 @@ class Param:
         return text.replace("%", "%%")  # argparse formats help with %
 
 
+def named(params, name) -> Param:
+    """The parameter of ``params`` called ``name`` (KeyError if none)."""
+    for p in params:
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
+def offered_on(params, front) -> tuple:
+    """The parameters of ``params`` offered on ``front`` (``"api"``, ``"cli"``, ``"qgis"``, ``"service"``)."""
+    return tuple(p for p in params if front in p.fronts)
+
+
 @dataclass(frozen=True)
 class Field:
     """One attribute of a mechanism's layer: name, type (``int``, ``float``, ``str``) and meaning."""
@@ -266,6 +280,70 @@ class Field:
     type: str
     help: str
 
+
+#: The sections of a release's metadata (:class:`Meta`), in the order they are shown.
+SECTIONS = ("Privacy", "Release", "Series", "Study area and grid", "Parameters", "Thresholds", "Result",
+            "Auto: its choices")
+
+_UNITS = ("", "metres", "points", "cells", "%", "share", "neighbours", "yes/no")
+_RENDERS = ("", "status", "reasons", "domain", "grid", "by_points", "shape", "share", "beta", "delta", "list")
+
+
+@dataclass(frozen=True)
+class Meta:
+    """One field of a release's metadata, declared once for every front end that shows it (the outputs of a
+    mechanism, as :class:`Param` declares its inputs; :mod:`dpgeo.metadata_fields` writes their values).
+
+    Parameters
+    ----------
+    key : str
+        The key in the metadata.
+    label : str
+        How people see it named (``dpgeo info``, the map's panel, QGIS).
+    section : str
+        One of :data:`SECTIONS`.
+    help : str
+        What it means, one line (shown under the value; empty: the label says it).
+    unit : str
+        ``"metres"``, ``"points"``, ``"cells"``, ``"%"``, ``"share"`` (a dict of shares), ``"neighbours"``,
+        ``"yes/no"`` or ``""``.
+    template : str
+        How the value's text is written, ``{}`` standing for it, e.g. ``"{} (MinPts + Γ)"``.
+    none : str
+        What ``None`` means (``"none"``, ``"none declared"``, ...).
+    render : str
+        A value that needs more than a unit: ``"status"``, ``"reasons"``, ``"domain"``, ``"grid"``,
+        ``"by_points"``, ``"shape"`` (rows × columns), ``"share"``, ``"beta"``, ``"delta"``, ``"list"``.
+    panel : bool
+        Shown on the published map's privacy panel (HTML) and in QGIS's summary of the layer.
+    column : str
+        A short heading for a table of previews (the QGIS noise preview's table and its outputs).
+    note : bool
+        Its meaning is worth a line under its value wherever it is listed (``dpgeo info``); the others' meaning
+        is shown on demand (``dpgeo info --explain``) and in the generated tables of ``docs/parameters.md``.
+    """
+
+    key: str
+    label: str
+    section: str
+    help: str = ""
+    unit: str = ""
+    template: str = "{}"
+    none: str = "none"
+    render: str = ""
+    panel: bool = False
+    column: str = ""
+    note: bool = False
+
+    def __post_init__(self):
+        if not self.help:
+            raise ValueError(f"{self.key}: a metadata field needs its meaning (help)")
+        if self.section not in SECTIONS:
+            raise ValueError(f"{self.key}: section must be one of {SECTIONS}")
+        if self.unit not in _UNITS:
+            raise ValueError(f"{self.key}: unit must be one of {_UNITS}")
+        if self.render not in _RENDERS:
+            raise ValueError(f"{self.key}: render must be one of {_RENDERS}")
 
 class Values(dict):
     """Checked parameter values by name, also as attributes (``p.radius_m``)."""
@@ -305,6 +383,10 @@ class Mechanism:
         Whether ε must be given (a non-private reference method may run without it).
     fields : tuple of Field
         The layer's attributes besides the geometry.
+    outputs : tuple of dpgeo.metadata_fields.Meta
+        The metadata fields the mechanism publishes besides the common ones
+        (:data:`dpgeo.metadata_fields.COMMON_FIELDS`): key, label, section, unit and meaning; ``dpgeo info``,
+        the QGIS preview, the map's privacy panel and the PNG footer read them.
     fronts : frozenset
         Where the mechanism is offered.
     examples : str
@@ -323,6 +405,7 @@ class Mechanism:
     reads: ClassVar[str | None] = "counts"
     epsilon_required: ClassVar[bool] = True
     fields: ClassVar[tuple] = ()
+    outputs: ClassVar[tuple] = ()
     fronts: ClassVar[frozenset] = FRONTS
     examples: ClassVar[str] = ""
     keywords: ClassVar[tuple] = ()
@@ -336,16 +419,17 @@ class Mechanism:
     #: Share of the progress bar taken by reading the data.
     read_share: ClassVar[float] = 0.4
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _DECLARED.append(cls)  # what a release's metadata may hold is known to whoever shows it
+
     # -- parameters ----------------------------------------------------------------------------------------
     def param(self, name) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
+        return named(self.params, name)
 
     def offered(self, front) -> tuple:
         """The parameters offered on ``front``."""
-        return tuple(p for p in self.params if front in p.fronts)
+        return offered_on(self.params, front)
 
     def validate(self, values: dict) -> Values:
         """Every parameter checked against its declaration, defaults filled in, then :meth:`check`.
@@ -475,8 +559,29 @@ class Mechanism:
         """What a run would look like, from public inputs alone (no data, no budget)."""
         raise NotImplementedError
 
+    def table_rows(self, preview: dict) -> list:
+        """The rows of a preview that holds one line per case (e.g. per number of points), each a dict of
+        declared fields (:attr:`outputs`); ``[]``: the preview is one line."""
+        return []
+
     def __repr__(self):
         return f"<Mechanism {self.name}>"
+
+
+#: Every declared mechanism class, in the order they were defined (``import dpgeo`` defines them all).
+_DECLARED: list = []
+
+
+def declared_outputs() -> tuple:
+    """The metadata fields (:class:`Meta`) every declared mechanism publishes, in declaration order (without the
+    fields every release shares: :data:`dpgeo.metadata_fields.COMMON_FIELDS`)."""
+    seen, out = set(), []
+    for cls in _DECLARED:
+        for f in cls.outputs:
+            if (cls, f.key) not in seen:
+                seen.add((cls, f.key))
+                out.append((cls, f))
+    return tuple(out)
 
 
 @dataclass

@@ -33,6 +33,7 @@ __all__ = [
     "NotPrivateWarning",
     "BudgetWarning",
     "StudyAreaWarning",
+    "WeakEpsilonWarning",
 ]
 
 
@@ -125,6 +126,12 @@ class NotPrivateWarning(UserWarning):
     without a privacy mechanism. Such results are marked
     ``differentially_private: false`` in their metadata and must not be
     published.
+    """
+
+
+class WeakEpsilonWarning(UserWarning):
+    """ε is above :data:`dpgeo.shared_params.WEAK_EPSILON`: the release is differentially private, but the
+    guarantee is weak (docs/privacy.md, "Choosing ε"). Every front end shows it; the release's map says so too.
     """
 
 

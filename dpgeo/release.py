@@ -505,8 +505,11 @@ class Release:
         return written
 
     def summary(self) -> str:
-        """Human-readable summary of the metadata (one ``key: value`` a line)."""
-        return format_metadata(self.metadata)
+        """The metadata for people: a status line, then every field labelled, in sections, as declared
+        (:func:`dpgeo.metadata_fields.release_text`; what ``dpgeo info`` prints)."""
+        from .metadata_fields import release_text
+
+        return release_text(dict(self.metadata))
 
     def __repr__(self) -> str:
         noun = "clusters" if "cluster_id" in getattr(self.layer, "columns", ()) else "features"

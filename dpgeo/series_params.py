@@ -27,7 +27,7 @@ Examples
 
 from __future__ import annotations
 
-from .declare import Param
+from .declare import Param, named, offered_on
 
 __all__ = ["PERIOD_KINDS", "PERSON_ACCOUNTING", "DEFAULT_TIMEZONE", "SERIES_PARAMS", "series_param",
            "series_offered", "states_default"]
@@ -93,15 +93,12 @@ SERIES_PARAMS = (
 
 def series_param(name) -> Param:
     """The declared series option called ``name``."""
-    for p in SERIES_PARAMS:
-        if p.name == name:
-            return p
-    raise KeyError(name)
+    return named(SERIES_PARAMS, name)
 
 
 def series_offered(front) -> tuple:
     """The series options offered on ``front`` (``"api"``, ``"cli"``, ``"qgis"``, ``"service"``)."""
-    return tuple(p for p in SERIES_PARAMS if front in p.fronts)
+    return offered_on(SERIES_PARAMS, front)
 
 
 def states_default(p) -> bool:

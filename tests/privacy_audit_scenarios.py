@@ -404,7 +404,7 @@ def end_to_end_person_cap(epsilon: float = 1.0, k: int = 8, n: int = 125, min_po
     side = 100.0
     kw = dict(epsilon=epsilon, radius_m=side * math.sqrt(2.0), min_points=min_points, domain=(0.0, 0.0, side, side),
               domain_crs=CRS, crs=CRS)
-    t = int(math.ceil(dpgeo.noise_preview(sensitivity=k, **kw)["core_threshold"]))
+    t = int(math.ceil(dpgeo.noise_preview(max_points_per_record=k, **kw)["core_threshold"]))
     rest = t - 2 * k
     assert rest > 0
     person = np.array(["a"] * 20 + [f"b{i // k}" for i in range(rest)])

@@ -489,13 +489,11 @@ def test_lock_held_too_long(tmp_path):
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
     try:
-        t0 = time.monotonic()
         with pytest.raises(LedgerError, match=r"locked by another process for more than 0.3 s.*"
                                               r"\(nothing was charged or released\)$"):
             Ledger(path, timeout=0.3).reserve("d", epsilon=1, mechanism="m")
         with pytest.raises(LedgerError, match=r"was not marked completed: it stays charged"):
             reservation.complete(["a.gpkg"])
-        assert 0.25 < time.monotonic() - t0 < 5
         assert Ledger(path, timeout=0.3).budget("d").total_epsilon == 5  # reading is not blocked (WAL)
     finally:
         other.execute("ROLLBACK")

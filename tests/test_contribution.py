@@ -102,8 +102,9 @@ def test_person_parameter_errors():
         dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=person, **kw)
     with pytest.raises(dpgeo.ParameterError, match="needs person"):
         dpgeo.dbscan_spans((x, y, "EPSG:32615"), max_points_per_person=3, **kw)
-    with pytest.raises(dpgeo.ParameterError, match="not sensitivity"):
-        dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=person, max_points_per_person=3, sensitivity=2, **kw)
+    with pytest.raises(dpgeo.ParameterError, match="not max_points_per_record"):
+        dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=person, max_points_per_person=3, max_points_per_record=2,
+                           **kw)
     with pytest.raises(dpgeo.InputError, match="one identifier per point"):
         dpgeo.dbscan_spans((x, y, "EPSG:32615"), person=person[:-1], max_points_per_person=3, **kw)
 

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 import shapely
 
-from corpus import PRIVATE_MARKERS, api_refused, refused, snapshot
+from corpus import PRIVATE_MARKERS, api_refused, refused, run_cli, snapshot
 
 LON0, LAT0, OFFICER, NAME = PRIVATE_MARKERS
 AREA = "-93.33,44.89,-93.19,45.06"
@@ -180,8 +180,7 @@ def ok(data, tmp_path, env, *args, cmd="spans", domain=AREA):
     before = snapshot(data)
     a = run(cmd, data, tmp_path, env, *[str(data / x) if isinstance(x, str) and (data / x).exists() else x
                                        for x in args], domain=domain)
-    p = subprocess.run([sys.executable, "-m", "dpgeo", *a], cwd=tmp_path, capture_output=True, text=True,
-                       env=dict(os.environ, **env), timeout=300)
+    p = run_cli(a, cwd=tmp_path, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     assert snapshot(data) == before
@@ -330,8 +329,7 @@ def test_multipolygon_and_crs_member_study_areas(area, data, tmp_path, env):
 def test_no_person_wording_without_a_person_column(data, tmp_path, env):
     a = run("spans", data, tmp_path, env, str(data / "good.csv"))
     a.remove("-q")
-    p = subprocess.run([sys.executable, "-m", "dpgeo", *a], cwd=tmp_path, capture_output=True, text=True,
-                       env=dict(os.environ, **env), timeout=300)
+    p = run_cli(a, cwd=tmp_path, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "person" not in p.stderr.lower(), p.stderr
 
@@ -341,8 +339,7 @@ def test_unattended_data_conditions_are_owner_warnings_not_refusals(data, tmp_pa
     never to stderr, which says nothing that depends on the data."""
     a = run("spans", data, tmp_path, env, str(data / "swapped.csv"), "--unattended")
     a.remove("-q")
-    p = subprocess.run([sys.executable, "-m", "dpgeo", *a], cwd=tmp_path, capture_output=True, text=True,
-                       env=dict(os.environ, **env), timeout=300)
+    p = run_cli(a, cwd=tmp_path, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "lat/lon" not in p.stderr and "do not publish" not in p.stderr, p.stderr
     assert (tmp_path / "out.gpkg").exists()
@@ -370,8 +367,7 @@ def test_dropped_records_are_counted_under_their_true_reason(name, data, tmp_pat
     a = run("spans", data, tmp_path, env, str(data / name))
     a.remove("-q")
     before = snapshot(data)
-    p = subprocess.run([sys.executable, "-m", "dpgeo", *a], cwd=tmp_path, capture_output=True, text=True,
-                       env=dict(os.environ, **env), timeout=300)
+    p = run_cli(a, cwd=tmp_path, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and "Warning" not in p.stderr and snapshot(data) == before
     report = next(line for line in p.stderr.splitlines() if line.startswith("input:"))
@@ -454,9 +450,12 @@ def test_unreadable_inputs_are_refused_in_one_line():
                    "-q"]
             if "--domain" not in args:
                 cmd.append(f"--domain={AREA}")
-            env = dict(os.environ, DPGEO_LEDGER=str(top / "ledger.sqlite"), HOME=str(top))
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(top), env=env,
-                               **({"user": uid, "group": uid, "extra_groups": []} if uid else {}))
+            extra = {"DPGEO_LEDGER": str(top / "ledger.sqlite"), "HOME": str(top)}
+            if uid is None:  # as this user: in this process
+                p = run_cli(cmd[3:], cwd=str(top), env=extra)
+            else:  # as another user: a real process of that user
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=str(top),
+                                   env=dict(os.environ, **extra), user=uid, group=uid, extra_groups=[])
             lines = p.stderr.strip().splitlines()
             assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("dpgeo: error:"), (args, p.stderr)
             for w in words:

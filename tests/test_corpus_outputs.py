@@ -26,7 +26,7 @@ import pytest
 import shapely
 
 import dpgeo
-from corpus import PRIVATE_MARKERS, api_refused, refused, snapshot
+from corpus import PRIVATE_MARKERS, api_refused, refused, run_cli, snapshot
 
 AREA_BBOX = (-93.33, 44.89, -93.19, 45.06)
 SPANS = ["--epsilon", "1", "--radius", "150", "--min-points", "40"]
@@ -383,8 +383,8 @@ def test_a_closed_pipe_in_a_shell(work):
 @pytest.mark.parametrize("spelling", [["--domain", "-93.33,44.89,-93.19,45.06"], ["--domain=-93.33,44.89,-93.19,45.06"],
                                       ["--domain", "-93.33, 44.89, -93.19, 45.06"]])
 def test_a_bbox_starting_with_minus_parses(spelling):
-    p = subprocess.run([sys.executable, "-m", "dpgeo", "preview", "--epsilon", "1", "--radius", "150",
-                        "--min-points", "40", "--json", *spelling], capture_output=True, text=True, timeout=120)
+    p = run_cli(["preview", "--epsilon", "1", "--radius", "150", "--min-points", "40", "--json", *spelling],
+                cwd=os.getcwd())
     assert p.returncode == 0, p.stderr
     assert '"n_cells"' in p.stdout
 

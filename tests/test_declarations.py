@@ -46,7 +46,7 @@ def test_cli_options_are_the_declared_parameters(mech):
               "scheduler", "basemap", "table", "sql", "geometry", "replace",  # a PostGIS input and output (docs/postgis.md)
               "basemap_attribution", "epsilon", "max_points_per_record", "person", "max_points_per_person", "seed",
               "max_memory", "dataset", "ledger", "unattended", "domain", "domain_crs", "crs", "domain_from_data",
-              "quiet", "json", "title",
+              "quiet", "json", "explain", "title",
               # a map series (pipeline/run.py, series/): every release command takes them
               "time", "period", "period_start", "period_end", "timezone", "time_format", "person_accounting",
               "append", "per_period_files", "cumulative"}

@@ -157,8 +157,8 @@ def test_heat_releases_every_cell_with_the_exact_noise_law(kw):
     eps, sens = 0.7, 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=eps, domain=NYC, sensitivity=sens, seed=11, ledger=False,
-                       **kw)
+        r = dpgeo.heat((lon, lat, "EPSG:4326"), epsilon=eps, domain=NYC, max_points_per_record=sens, seed=11,
+                       ledger=False, **kw)
     grid = r.cells.grid
     exact = np.bincount(grid.assign(*(_to_grid(grid, lon, lat))).cell_id, minlength=grid.nx * grid.ny)
     noise = r.layer["dp_count_raw"].to_numpy() - exact[r.layer["cell_id"].to_numpy()]

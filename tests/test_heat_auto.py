@@ -55,7 +55,7 @@ def test_heat_without_a_cell_size_chooses_square_cells_and_says_so():
     assert md["cells_chosen"] is True and md["cells"] == "square"
     assert md["cell_width_m"] == pytest.approx(md["coarsening_factor"] * md["fine_cell_width_m"])
     assert md["epsilon_total"] + md["epsilon_counts"] <= 1.0 and md["epsilon_counts"] == auto_budget(1.0)[1]
-    assert abs(md["n_hat"] - 10_000) < 1000 and len(r.layer) == md["n_cells"]
+    assert abs(md["noisy_total"] - 10_000) < 1000 and len(r.layer) == md["n_cells"]
     assert abs(int(r.layer["dp_count_raw"].sum()) - 10_000) < 500
 
 

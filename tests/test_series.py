@@ -263,7 +263,8 @@ def test_an_appended_period_costs_nothing_more_and_continues_the_ids(tmp_path):
     # refused: an overlapping period, a larger epsilon, another study area, another privacy unit
     for change, match in [(dict(period_start="2014-06-01", period_end="2014-08-01"), "before the series ends"),
                           (dict(period_start="2014-07-01", period_end="2014-08-01", epsilon=1.2), "epsilon or less"),
-                          (dict(period_start="2014-07-01", period_end="2014-08-01", sensitivity=2), "privacy unit"),
+                          (dict(period_start="2014-07-01", period_end="2014-08-01", max_points_per_record=2),
+                           "privacy unit"),
                           (dict(period_start="2014-07-01", period_end="2014-08-01", min_points=21), "parameters")]:
         args = {**kw, "period_start": None, "period_end": None, **change}
         with pytest.raises(ParameterError, match=match):
@@ -496,11 +497,11 @@ def test_a_per_record_series_of_several_points_needs_a_mechanism_linear_in_the_c
     kw = dict(method="privthr-em", wavelet="bior2.2", cell_m=100, epsilon=1.0, **DOMAIN, time=t, period="month",
               period_start="2014-01-01", period_end="2014-03-01", seed=1)
     with pytest.raises(ParameterError, match="not 1/c-DP for one point"):
-        dpgeo.wavecluster((x, y, "EPSG:32615"), sensitivity=3, **kw)
-    for ok in (dict(sensitivity=1), dict(sensitivity=3, wavelet="haar")):
+        dpgeo.wavecluster((x, y, "EPSG:32615"), max_points_per_record=3, **kw)
+    for ok in (dict(max_points_per_record=1), dict(max_points_per_record=3, wavelet="haar")):
         res = dpgeo.wavecluster((x, y, "EPSG:32615"), **{**kw, **ok})
         assert res.metadata["series"]["composition"] == "parallel"
-    res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), sensitivity=3, ledger=False, **{**SPANS, **{
+    res = dpgeo.dbscan_spans((x, y, "EPSG:32615"), max_points_per_record=3, ledger=False, **{**SPANS, **{
         k: kw[k] for k in ("time", "period", "period_start", "period_end", "seed")}})
     assert res.metadata["series"]["unit"] == "record:3"
 

@@ -9,7 +9,8 @@ import pytest
 
 from helpers import SAMPLE_AREA
 
-from dpgeo.cli.show import MAX_VALUE_CHARS, format_info, format_preview
+from dpgeo.cli.show import format_info, format_preview
+from dpgeo.metadata_fields import MAX_VALUE_CHARS
 
 PREVIEW = ["preview", "--epsilon", "1", "--radius", "100", "--min-points", "30", "--domain", str(SAMPLE_AREA)]
 

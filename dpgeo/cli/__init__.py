@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="print the privacy metadata of a dpgeo output file")
     info.add_argument("path", help="a .gpkg, .geojson, .html or .png written by dpgeo")
     info.add_argument("--json", action="store_true", help="print the metadata as JSON (for scripts)")
+    info.add_argument("--explain", action="store_true", help="say under every field what it means")
     _add_engine_arg(info)
     info.set_defaults(func=_cmd_info)
 
@@ -81,7 +82,8 @@ def _cmd_info(args):
     from .show import format_info
 
     md = read_layer_metadata(args.path, engine=args.engine)
-    print(json.dumps(md, indent=2) if args.json else format_info(md), end="\n" if args.json else "")
+    print(json.dumps(md, indent=2) if args.json else format_info(md, explain=args.explain),
+          end="\n" if args.json else "")
     return 0
 
 

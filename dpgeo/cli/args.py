@@ -7,6 +7,7 @@ import contextlib
 import re
 
 from ..series_params import series_offered, states_default
+from ..shared_params import shared_param
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
@@ -15,17 +16,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_domain_args(p, with_data_flag=True):
     g = p.add_argument_group("public study area")
-    g.add_argument("--domain", metavar="BBOX|FILE",
-                   help="public study area: minx,miny,maxx,maxy (in --domain-crs; a negative minx is fine: "
-                        "--domain -93.3,44.9,-93.2,45.0) or a polygon file")
-    g.add_argument("--domain-crs", default=None, metavar="CRS",
-                   help="CRS of a bbox --domain (default EPSG:4326, lon/lat)")
-    g.add_argument("--crs", default=None, metavar="CRS",
-                   help="working CRS, projected in metres (default: UTM zone of the study area's centre)")
-    if with_data_flag:
-        g.add_argument("--domain-from-data", action="store_true",
-                       help="use the data's own extent as study area: exploration only, the output is "
-                            "marked NOT differentially private")
+    for name in ("domain", "domain_crs", "crs") + (("domain_from_data",) if with_data_flag else ()):
+        _add_shared(g, name)
 
 
 #: dpgeo.io.ENGINES, repeated so that building the parser does not import the I/O stack (a test keeps them equal).
@@ -83,7 +75,7 @@ def _add_input_args(p):
     g.add_argument("--layer", default=None, help="layer name in a multi-layer input")
     g.add_argument("--x", default=None, metavar="COLUMN", help="x/longitude column of a table (CSV, Parquet)")
     g.add_argument("--y", default=None, metavar="COLUMN", help="y/latitude column of a table (CSV, Parquet)")
-    g.add_argument("--input-crs", default=None, metavar="CRS", help="CRS of an input that declares none")
+    _add_shared(g, "input_crs")
     g.add_argument("--quoted-newlines", action="store_true", help=QUOTED_NEWLINES_HELP)
     g.add_argument("--table", default=None, metavar="[SCHEMA.]TABLE",
                    help="the table or view of a PostGIS input (postgresql://...); its geometry column, SRID and "
@@ -97,11 +89,7 @@ def _add_input_args(p):
                    help="CRS of a GeoPackage output or of a PNG's drawing (default: the working CRS); "
                         "GeoJSON and HTML are always EPSG:4326")
     _add_engine_arg(g, counting=True)
-    g.add_argument("--scheduler", default=None, metavar="local[:N]|ADDRESS",
-                   help="count the points with Dask: 'local' starts a cluster of one worker per core on this "
-                        "machine ('local:N': N workers), an address such as tcp://host:8786 uses a running Dask "
-                        "cluster (needs pip install dask distributed; see docs/scale.md). The workers only count; "
-                        "the noise is drawn here. Implies --engine dask. Default: count here, in one process")
+    _add_shared(g, "scheduler", note=" Implies --engine dask; needs pip install dask distributed (docs/scale.md).")
     _add_map_args(p)
 
 
@@ -121,37 +109,45 @@ def _add_map_args(p):
                         "(default: the mechanism)")
 
 
-def _add_privacy_args(p, epsilon_required=True, with_person=False,
-                      epsilon_help="privacy budget ε (> 0); not used by exact"):
-    g = p.add_argument_group("privacy")
-    if epsilon_required:
-        g.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
+#: What the command line adds to the declared shared parameters (dpgeo.shared_params): the value's name in the
+#: help, and notes on the command line's own forms of a value.
+_SHARED_METAVARS = {"max_points_per_record": "N", "person": "COLUMN", "max_points_per_person": "K",
+                    "max_memory_bytes": "SIZE", "dataset": "NAME", "ledger": "PATH", "domain": "BBOX|FILE",
+                    "domain_crs": "CRS", "crs": "CRS", "input_crs": "CRS", "scheduler": "local[:N]|ADDRESS"}
+_SHARED_NOTES = {"domain": " A negative minx is fine: --domain -93.3,44.9,-93.2,45.0."}
+_ARG_TYPES = {"number": float, "integer": int, "text": str}
+
+
+def _add_shared(g, name, *, required=None, note=""):
+    """The option of the declared shared parameter ``name`` (dpgeo.shared_params): flag, type, default and help
+    from its declaration; ``required=False`` makes a required one optional (a method that takes no ε)."""
+    s = shared_param(name)
+    text = (s.cli_help() if states_default(s) else s.help.replace("%", "%%")) \
+        + (_SHARED_NOTES.get(name, "") + note).replace("%", "%%")
+    if s.kind == "flag":
+        g.add_argument(s.cli_flag, action="store_true", help=text)
+        return
+    kw = {"type": _ARG_TYPES[s.kind], "metavar": _SHARED_METAVARS.get(name)}
+    if s.required and required is not False:
+        kw["required"] = True
     else:
-        g.add_argument("--epsilon", type=float, default=None, help=epsilon_help)
-    g.add_argument("--max-points-per-record", type=int, default=1, metavar="N",
-                   help="points one record may contribute; scales the noise (default 1)")
+        kw["default"] = None if s.required else s.default
+    g.add_argument(s.cli_flag, help=text, **{k: v for k, v in kw.items() if v is not None or k == "default"})
+
+
+def _add_privacy_args(p, epsilon_required=True, with_person=False,
+                      epsilon_note=" Not used by a method that adds no noise."):
+    g = p.add_argument_group("privacy")
+    _add_shared(g, "epsilon", required=epsilon_required, note="" if epsilon_required else epsilon_note)
+    _add_shared(g, "max_points_per_record")
     if with_person:
-        g.add_argument("--person", default=None, metavar="COLUMN",
-                       help="column naming each point's person: the guarantee becomes per person "
-                            "(needs --max-points-per-person)")
-        g.add_argument("--max-points-per-person", type=int, default=None, metavar="K",
-                       help="keep at most K random points per person; the noise scales with K")
-    g.add_argument("--seed", type=int, default=None,
-                   help="fixed random seed, FOR TESTS ONLY: the output is marked not private")
-    g.add_argument("--max-memory", default=None, metavar="SIZE",
-                   help="refuse, before reading anything, a run estimated to need more memory than this (e.g. 8G; "
-                        "default $DPGEO_MAX_MEMORY, else half of this machine's memory)")
+        _add_shared(g, "person")
+        _add_shared(g, "max_points_per_person")
+    _add_shared(g, "seed")
+    _add_shared(g, "max_memory_bytes")
     if with_person:  # the run commands
-        g.add_argument("--dataset", default=None, metavar="NAME",
-                       help="the population this release protects, as named in the privacy-budget ledger "
-                            "(default: the dataset declared for the input file's content: dpgeo budget declare); "
-                            "several files of the same people share one name")
-        g.add_argument("--ledger", default=None, metavar="PATH",
-                       help="privacy-budget ledger file (default: $DPGEO_LEDGER, else your user data directory)")
-        g.add_argument("--unattended", action="store_true",
-                       help="conditions of the data (no point in the study area, no usable record) are warnings "
-                            "for you, not errors: a valid, possibly empty, layer is always written, so whoever "
-                            "sees only the output learns nothing beyond the DP result")
+        for name in ("dataset", "ledger", "unattended"):
+            _add_shared(g, name)
 
 
 #: What the command line adds to the declared series options (dpgeo.series_params): the value's name in the help,

@@ -57,7 +57,7 @@ def _compare_command(sub):
     g.add_argument("--quoted-newlines", action="store_true", help=QUOTED_NEWLINES_HELP)
     _add_engine_arg(g)
     _add_privacy_args(cp, epsilon_required=False,
-                      epsilon_help="privacy budget ε (> 0); required except for eppkm (which adds no noise)")
+                      epsilon_note=" Required except for eppkm (which adds no noise).")
     from ..compare.systems import COMPARED
     from .declared import add_param_options
 

@@ -19,6 +19,7 @@ from .args import (
     _add_input_args,
     _add_privacy_args,
     _add_series_args,
+    _add_shared,
     _domain_engine,
 )
 
@@ -91,15 +92,13 @@ def add_mechanism_commands(sub, mechanisms):
 
 def _preview_options(sp, mech):
     g = sp.add_argument_group("privacy")
-    g.add_argument("--epsilon", type=float, required=True, help="privacy budget ε (> 0)")
-    g.add_argument("--max-points-per-record", type=int, default=1, metavar="N",
-                   help="points one record may contribute; scales the noise (default 1)")
-    g.add_argument("--max-memory", default=None, metavar="SIZE",
-                   help="refuse parameters whose run would need more memory than this (e.g. 8G)")
+    for name in ("epsilon", "max_points_per_record", "max_memory_bytes"):
+        _add_shared(g, name)
     add_param_options(sp, mech)
     _add_domain_args(sp, with_data_flag=False)
     _add_engine_arg(sp)
     sp.add_argument("--json", action="store_true", help="print the preview as JSON (for scripts)")
+    sp.add_argument("--explain", action="store_true", help="say under every number what it means")
     sp.set_defaults(func=functools.partial(_cmd_preview, mech))
 
 
@@ -165,5 +164,6 @@ def _cmd_preview(mech, args):
         p = run_preview(mech, {**param_values(mech, args), "epsilon": args.epsilon, "domain": args.domain,
                                "domain_crs": args.domain_crs, "crs": args.crs,
                                "sensitivity": args.max_points_per_record, "max_memory_bytes": args.max_memory})
-    print(json.dumps(p, indent=2) if args.json else format_preview(p), end="\n" if args.json else "")
+    print(json.dumps(p, indent=2) if args.json else format_preview(p, explain=args.explain),
+          end="\n" if args.json else "")
     return 0

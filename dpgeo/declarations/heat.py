@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..declare import Field, Mechanism, Outcome, Param
+from ..declare import Field, Mechanism, Meta, Outcome, Param
 from ..errors import ParameterError
 from ..grid import Grid
 from ..histogram import (
@@ -42,7 +42,7 @@ from ..resources import check_plan, plan_heat
 from ..domain import _crs_label
 from ..pipeline._common import _progress
 from ..generators.docs import entry_point
-from .spans import _release_histogram
+from .spans import SPANS_OUTPUTS, _release_histogram
 from ..pipeline.run import run_preview, run_release
 
 __all__ = ["heat", "hotspots", "cells_preview", "HEAT", "HOTSPOTS", "CELLS_PREVIEW", "HeatMechanism",
@@ -299,6 +299,58 @@ def _spacing(grid) -> float:
     return grid.spacing_m if getattr(grid, "kind", None) == "h3" else grid.cell_m
 
 
+#: What a release of noisy cell counts publishes besides the common fields (dpgeo.metadata_fields).
+CELL_OUTPUTS = (
+    Meta("cells", "cell kind", "Study area and grid", "square cells or H3 hexagons", panel=True),
+    Meta("layer", "layer", "Result", "what the layer's features are", panel=True),
+    Meta("layer_cells", "cells in the layer", "Result", "which cells are in the layer"),
+    Meta("clamp", "dp_count clamping", "Result", "how dp_count relates to the released noisy count"),
+    Meta("noise_variance_per_cell", "noise variance of a cell", "Thresholds",
+         "the variance of one cell's noise", unit="points"),
+)
+#: What a layer without a cell size adds: the noisy total and the cells it chose (dpgeo.mechanisms.heat_cells).
+AUTO_CELL_OUTPUTS = (
+    Meta("cells_chosen", "cells chosen from ε", "Auto: its choices",
+         "whether the cells were chosen from ε and a noisy total (no cell size given)", unit="yes/no", panel=True),
+    Meta("cells_rule", "cell rule", "Auto: its choices", "how the cells follow from the noisy total"),
+    Meta("cells_points_per_noise_sd", "ρ (points per noise s.d.)", "Auto: its choices",
+         "evenly spread points per cell, in noise standard deviations, that the rule aims at"),
+    Meta("epsilon_counts", "ε of the cell counts", "Privacy", "the part of ε spent on the cells' counts"),
+    Meta("fine_h3_resolution", "finest H3 resolution", "Auto: its choices",
+         "the H3 resolution the points were counted on"),
+) + tuple(m for m in SPANS_OUTPUTS if m.key in ("noisy_total", "total_share", "epsilon_total", "fine_cell_width_m",
+                                                "coarsening_factor", "noise_sd_of_cell"))  # declared once, with spans
+#: What density bands add.
+BAND_OUTPUTS = (
+    Meta("bands", "bands", "Parameters", "the density bands made", panel=True),
+    Meta("bands_requested", "bands asked for", "Parameters", "the density bands asked for"),
+    Meta("bands_bandwidth_m", "smoothing bandwidth", "Parameters",
+         "the smoothing kernel's bandwidth", unit="metres", panel=True),
+    Meta("bands_kernel", "smoothing kernel", "Parameters", "the public kernel the counts are smoothed with"),
+    Meta("bands_rule", "band limits", "Thresholds", "how the band limits are chosen"),
+    Meta("bands_levels_per_cell", "band limits (count per cell)", "Thresholds",
+         "the band limits, in smoothed count per cell", render="list"),
+    Meta("bands_noise_floor_per_cell", "lowest limit: smoothed noise (count per cell)", "Thresholds",
+         "the lowest limit: where smoothed noise alone stays below, 95% of the time"),
+    Meta("bands_min_step_per_cell", "smallest step between limits (count per cell)", "Thresholds",
+         "the smallest step between two limits"),
+    Meta("bands_outline", "band outlines", "Result", "how the bands' polygons are drawn"),
+)
+#: What a hot-spot analysis adds.
+HOTSPOT_OUTPUTS = (
+    Meta("hotspot_statistic", "statistic", "Parameters", "the hot-spot statistic", panel=True),
+    Meta("hotspot_neighbourhood", "neighbourhood", "Parameters", "the public neighbourhood of a cell", panel=True),
+    Meta("hotspot_test", "test", "Thresholds", "the significance test, which accounts for the noise"),
+    Meta("hotspot_fdr", "false discovery rate control", "Thresholds",
+         "whether the p-values are corrected for testing every cell (Benjamini-Hochberg)", unit="yes/no", panel=True),
+    Meta("hotspot_cutoffs", "p-value cut-offs", "Thresholds", "the p-values of the confidence levels", render="share"),
+    Meta("hotspot_variance", "variance of the counts", "Thresholds",
+         "the variance of the released counts, of the noise and of the true counts (estimated)", render="share"),
+    Meta("hotspot_classes", "classes", "Result", "the classes, by gi_bin"),
+    Meta("hotspot_counts", "cells per class", "Result", "the cells in each class", panel=True),
+)
+
+
 class _CellsMechanism(Mechanism):
     """What heat and hot-spot layers share: the cell set, the count release, its metadata."""
 
@@ -428,6 +480,7 @@ class HeatMechanism(_CellsMechanism):
         Field("density_high", "float", "with bands: the band's upper limit (none for the top band)"),
         Field("n_cells", "int", "with bands: cells in the band"),
     )
+    outputs = CELL_OUTPUTS + AUTO_CELL_OUTPUTS + BAND_OUTPUTS
     style = "heat"
     examples = """\
 examples:
@@ -512,6 +565,7 @@ class HotspotsMechanism(_CellsMechanism):
         Field("gi_bin", "int", "3 … -3: hot spot 99/95/90%, 0 not significant, cold spot 90/95/99%"),
         Field("hotspot", "str", "gi_bin in words"),
     )
+    outputs = CELL_OUTPUTS + AUTO_CELL_OUTPUTS + HOTSPOT_OUTPUTS
     style = "hotspots"
     examples = """\
 examples:

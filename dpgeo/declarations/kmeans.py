@@ -10,7 +10,7 @@ cells and equal shares per Lloyd iteration (counts and coordinate sums), see
 
 from __future__ import annotations
 
-from ..declare import Field, Mechanism, Outcome, Param
+from ..declare import Field, Mechanism, Meta, Outcome, Param
 from ..grid import Grid
 from ..mechanisms.kmeans import (
     DEFAULT_ITERATIONS,
@@ -56,6 +56,33 @@ KMEANS_PARAMS = (
 )
 
 
+#: What a DP k-means release publishes besides the common fields (dpgeo.metadata_fields).
+KMEANS_OUTPUTS = (
+    Meta("k", "k (clusters asked)", "Parameters", "the clusters asked for", panel=True),
+    Meta("iterations", "iterations", "Parameters", "the noisy Lloyd iterations", panel=True),
+    Meta("count_share", "share of ε for counts", "Parameters", "the share of an iteration's ε spent on the counts"),
+    Meta("layer_share", "share of ε for the layer", "Parameters", "the share of ε spent on the layer's counts"),
+    Meta("initialisation", "initial centroids", "Parameters",
+         "how the first centroids are placed (never from the data)"),
+    Meta("lattice_m", "lattice step", "Study area and grid",
+         "the step of the lattice the sums are counted on", unit="metres"),
+    Meta("lattice_origin", "lattice origin", "Study area and grid", "the lattice's origin"),
+    Meta("lattice_half_steps", "lattice half-width (steps)", "Study area and grid",
+         "the lattice's half-width, in steps"),
+    Meta("sensitivity_count", "sensitivity of a count", "Privacy",
+         "the sensitivity of a cluster's count", unit="points"),
+    Meta("sensitivity_sum_lattice", "sensitivity of a sum (lattice steps)", "Privacy",
+         "the sensitivity of a coordinate sum, in lattice steps"),
+    Meta("sensitivity_sum_m", "sensitivity of a sum", "Privacy", "the sensitivity of a coordinate sum", unit="metres"),
+    Meta("noise_q_count", "noise parameter q of the counts", "Privacy", "the discrete Laplace q of the counts"),
+    Meta("noise_q_sum", "noise parameter q of the sums", "Privacy", "the discrete Laplace q of the sums"),
+    Meta("noise_q_layer", "noise parameter q of the layer's counts", "Privacy",
+         "the discrete Laplace q of the layer's counts"),
+    Meta("min_count", "smallest count kept", "Thresholds",
+         "a cluster with a smaller noisy count is dropped", unit="points"),
+)
+
+
 class KMeansMechanism(Mechanism):
     """DP k-means (DPLloyd of Su et al., exact noise): the Voronoi cells of the private centroids."""
 
@@ -74,6 +101,7 @@ class KMeansMechanism(Mechanism):
     params = KMEANS_PARAMS
     reads = "points"
     read_share = 0.3
+    outputs = KMEANS_OUTPUTS
     fields = (
         Field("cluster_id", "int", "cluster number, 1, 2, ..."),
         Field("dp_count", "int", "noisy number of points in the cell (at least 0)"),

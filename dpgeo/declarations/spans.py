@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..declare import Field, Mechanism, Outcome, Param
+from ..declare import Field, Mechanism, Meta, Outcome, Param
 from ..grid import Grid, cell_width_for_radius, neighbourhood_offsets
 from ..histogram import (
     DEFAULT_MAX_DENSE_CELLS,
@@ -110,6 +110,102 @@ SPANS_PARAMS = (
 )
 
 
+#: What a DP-DBSCAN release (or its preview) publishes besides the common fields (dpgeo.metadata_fields).
+SPANS_OUTPUTS = (
+    Meta("radius_m", "radius α", "Parameters",
+         "the DBSCAN radius: a cell is core when its α-neighbourhood holds MinPts points", unit="metres", panel=True),
+    Meta("min_points", "MinPts", "Parameters",
+         "the fewest points in a core cell's α-neighbourhood", unit="points", panel=True),
+    Meta("beta", "β", "Parameters", "the probability with which the noise bounds may fail", render="beta"),
+    Meta("eta", "η′ (cell width factor)", "Parameters",
+         "the cell width as a share of α/√2", template="{} (cells of η′·α/√2)"),
+    Meta("gamma_method", "Γ bound", "Parameters", "how Γ, the bound on the noise, is computed"),
+    Meta("extent", "span extent", "Parameters",
+         "how far a span reaches: its core cells, or grown into certified cells"),
+    Meta("auto", "radius and MinPts chosen from ε (auto)", "Parameters",
+         "whether the radius and MinPts were chosen from ε (none given)", unit="yes/no"),
+    Meta("gamma", "Γ", "Thresholds", "the most the noise adds to a neighbourhood sum (probability ≥ 1 − β); a core "
+         "cell needs MinPts + Γ", unit="points", panel=True, column="Γ", note=True),
+    Meta("gamma_low", "Γ_low", "Thresholds",
+         "the bound on the noise below a neighbourhood sum (probability ≥ 1 − β)", unit="points"),
+    Meta("gamma_laplace", "Γ of the paper (Γ_Lap)", "Thresholds",
+         "Γ by the paper's Laplace bound, for comparison", unit="points"),
+    Meta("core_threshold", "core threshold", "Thresholds",
+         "a cell is core when its noisy neighbourhood sum reaches this",
+         unit="points", template="{} (MinPts + Γ)", column="core threshold"),
+    Meta("min_points_prime", "MinPts′", "Thresholds", "every cell whose α-neighbourhood truly holds MinPts′ points "
+         "is found (probability ≥ 1 − β)", unit="points", template="{} (MinPts + Γ + Γ_low)", column="MinPts′",
+         note=True),
+    Meta("extent_threshold", "extent threshold", "Thresholds",
+         "the noisy count a grown span reaches into", unit="points", column="extent threshold"),
+    Meta("kappa", "κ (neighbourhood)", "Thresholds",
+         "the cells in one α-neighbourhood", unit="cells", template="{} summed per neighbourhood", column="κ"),
+    Meta("count_sd", "count noise s.d.", "Thresholds", "the standard deviation of one cell's noise", unit="points"),
+    Meta("n_core_cells", "core cells", "Result", "the cells found core"),
+    Meta("n_span_cells", "cells in spans", "Result", "the cells in the spans"),
+    # without a radius and MinPts (auto): the density levels of one histogram
+    Meta("epsilon_total", "ε of the noisy total", "Privacy", "the part of ε spent on the noisy total"),
+    Meta("epsilon_histogram", "ε of the histogram", "Privacy", "the part of ε spent on the histogram"),
+    Meta("total_share", "share of ε for the noisy total", "Privacy",
+         "the share of ε spent on the noisy total", render="share"),
+    Meta("noisy_total", "noisy total n̂", "Result", "released with ε₀; it fixes the cell width", unit="points", note=True),
+    Meta("resolution_rule", "cell width rule", "Study area and grid",
+         "how the cell width follows from the noisy total"),
+    Meta("fine_cell_width_m", "finest grid", "Study area and grid",
+         "the finest cell the rule allows", unit="metres", template="cells of {}"),
+    Meta("coarsening_factor", "coarsening", "Study area and grid",
+         "how many finest cells a cell is wide", template="cells {} × as wide as the finest"),
+    Meta("max_cells", "largest grid", "Study area and grid", "the most cells the grid may have", unit="cells"),
+    Meta("max_fine_cells", "largest finest grid", "Study area and grid",
+         "the most cells the finest grid may have", unit="cells"),
+    Meta("level_unit", "level unit", "Thresholds", "what a density level counts"),
+    Meta("density_kernel", "density kernel", "Thresholds", "the neighbourhood a level sums over"),
+    Meta("floor_rule", "floor: rule", "Thresholds", "how the lowest level shown is chosen"),
+    Meta("floor_fdr", "floor: FDR", "Thresholds", "the expected share of shown cells whose 3×3 neighbourhood is "
+         "empty", note=True),
+    Meta("fdr", "floor: FDR", "Thresholds", "the expected share of shown cells whose 3×3 neighbourhood is empty",
+         note=True),
+    Meta("floor_p_value_cut", "floor: p-value cut", "Thresholds", "the p-value below which a cell is above the floor"),
+    Meta("floor_level", "floor", "Thresholds", "the lowest density level shown", unit="points", panel=True),
+    Meta("floor_guarantee", "floor: guarantee", "Thresholds", "what the floor guarantees"),
+    Meta("n_floor_cells", "cells above the floor", "Result", "the cells above the floor"),
+    Meta("noise_sd_of_level", "noise s.d. of a level", "Thresholds",
+         "the standard deviation of the noise of a level (a 3×3 sum)", unit="points", column="level noise s.d."),
+    Meta("noise_sd_of_cell", "noise s.d. of a cell", "Thresholds",
+         "the standard deviation of one cell's noise", unit="points"),
+    Meta("points_per_noise_sd", "points per noise s.d.", "Thresholds",
+         "how many points one noise standard deviation is"),
+    Meta("min_cluster_mass", "smallest cluster", "Thresholds",
+         "the fewest noisy points a cluster must hold to be shown", unit="points"),
+    Meta("min_prominence", "smallest prominence", "Thresholds",
+         "how far a cluster must rise above where it joins another", unit="points"),
+    Meta("gamma_all_levels", "Γ (every level at once)", "Thresholds",
+         "every level is within this of its true value (probability ≥ 1 − β)", unit="points", column="Γ every level"),
+    Meta("gamma_beta", "β of Γ (every level)", "Thresholds", "the β of Γ over every level"),
+    Meta("levels_guarantee", "levels: guarantee", "Thresholds", "what the levels guarantee"),
+    Meta("n_thresholds", "density levels tried", "Result", "the density levels tried"),
+    Meta("n_levels", "levels (tree)", "Result", "the levels of the tree of clusters"),
+    Meta("selection", "cluster selection", "Result", "how the clusters are chosen among the levels"),
+    Meta("grow_steps", "growing steps", "Parameters", "how many cells a span may grow"),
+    Meta("by_points", "for n points", "Auto: its choices",
+         "what an auto run would do, for a few numbers of points", render="by_points"),
+)
+
+#: What only a preview adds: auto's choices for one number of points, one column each in a table of previews.
+PREVIEW_OUTPUTS = (
+    Meta("n_points", "points (auto)", "Auto: its choices",
+         "the number of points the auto outputs are for", column="points"),
+    Meta("smallest_cluster_points", "smallest cluster (auto)", "Auto: its choices",
+         "the fewest points a cluster can hold and still be shown", unit="points", column="smallest cluster"),
+    Meta("lowest_level_min", "lowest level from (auto)", "Auto: its choices",
+         "the lowest level shown is at least this (noisy points in 3×3 cells; a map with points everywhere)",
+         unit="points", column="lowest level from"),
+    Meta("lowest_level_max", "lowest level to (auto)", "Auto: its choices",
+         "the lowest level shown is at most this (a map with one place of points)",
+         unit="points", column="lowest level to"),
+)
+
+
 class SpansMechanism(Mechanism):
     """DP-DBSCAN spans (Qiu & Yi, Algorithm 1): noisy neighbourhood sums on a grid, core cells, spans."""
 
@@ -127,6 +223,7 @@ class SpansMechanism(Mechanism):
     params = SPANS_PARAMS
     # without a radius (auto), the flat map adds each cluster's level
     fields = CLUSTER_FIELDS + tuple(Field(name, "int", text) for name, text in LEVEL_FIELDS.items())
+    outputs = SPANS_OUTPUTS
     read_share = 0.4
     examples = """\
 examples:
@@ -337,7 +434,19 @@ class PreviewMechanism(SpansMechanism):
                    "(its cell width, the smallest cluster it can show and the range of its lowest level, for a "
                    "number of points). Reads no data and spends no budget.")
     keywords = ("differential privacy", "DBSCAN", "noise", "preview")
+    outputs = SPANS_OUTPUTS + PREVIEW_OUTPUTS
     reads = None
+
+    def table_rows(self, preview):
+        """Auto's choices, one row per number of points, the lowest level's range as two numbers."""
+        out = []
+        for r in preview.get("by_points") or []:
+            r = dict(r)
+            lo_hi = r.pop("floor_level_range", None)
+            if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2:
+                r["lowest_level_min"], r["lowest_level_max"] = lo_hi
+            out.append(r)
+        return out
     examples = ""
     params = SPANS_PARAMS + (
         Param("n_points", "integer", "Number of points (auto)",

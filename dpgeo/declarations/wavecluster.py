@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..counting import CellCounts
-from ..declare import Mechanism, Outcome, Param
+from ..declare import Mechanism, Meta, Outcome, Param
 from ..errors import ParameterError
 from ..grid import Grid
 from ..mechanisms.wavecluster._checks import _DEFAULT_SPLIT
@@ -187,6 +187,42 @@ def _wavecluster_mechanism(counts: CellCounts, *, method, epsilon, percentile, w
     return res
 
 
+#: What a DP WaveCluster release publishes besides the common fields (dpgeo.metadata_fields).
+WAVECLUSTER_OUTPUTS = (
+    Meta("wavelet", "wavelet", "Parameters", "the wavelet of the transform", panel=True),
+    Meta("mode", "boundary mode", "Parameters", "how the transform treats the grid's edge"),
+    Meta("level", "wavelet level", "Parameters", "the level of the wavelet approximation"),
+    Meta("percentile", "percentile p", "Parameters",
+         "the percentile of the coefficients the threshold aims at", unit="%", panel=True),
+    Meta("connectivity", "connectivity", "Parameters",
+         "the neighbours that join cells into one cluster", unit="neighbours"),
+    Meta("count_split", "share of ε for counts", "Parameters", "the share of ε spent on the cell counts"),
+    Meta("count_cap", "count cap", "Parameters",
+         "the cap on a cell's count in the exponential mechanism", unit="points"),
+    Meta("k_rule", "k rule", "Parameters", "how k, the coefficients to keep, is chosen"),
+    Meta("prune_fraction", "pruned fraction", "Parameters", "the share of coefficients pruned"),
+    Meta("sensitivity", "sensitivity of the counts", "Privacy", "the sensitivity of the cell counts", unit="points"),
+    Meta("sensitivities", "sensitivities", "Privacy", "the sensitivity of each noisy step", render="share"),
+    Meta("grid_shape", "grid (rows × columns)", "Study area and grid", "the grid's rows and columns", render="shape"),
+    Meta("cell_offset", "cell offset", "Study area and grid", "the grid's offset, in cells"),
+    Meta("synthetic", "synthetic counts", "Study area and grid", "how the baseline's synthetic counts were made"),
+    Meta("threshold", "threshold", "Thresholds", "the private significance threshold of the coefficients", panel=True),
+    Meta("threshold_rule", "threshold rule", "Thresholds",
+         "how a coefficient compares with the threshold", template="coefficient {} threshold"),
+    Meta("threshold_units", "threshold units", "Thresholds", "what the threshold is measured in"),
+    Meta("noisy_nonpositive_count", "noisy count of non-positive coefficients", "Thresholds",
+         "the noisy count of coefficients ≤ 0"),
+    Meta("n_positive_noisy", "positive noisy coefficients", "Thresholds", "the noisy coefficients > 0"),
+    Meta("k_target", "k (coefficients to keep)", "Thresholds", "the coefficients the threshold should keep"),
+    Meta("candidate_max", "largest candidate threshold", "Thresholds",
+         "the largest threshold the exponential mechanism may choose"),
+    Meta("n_candidates", "candidate thresholds", "Thresholds", "the thresholds the exponential mechanism chose from"),
+    Meta("n_significant", "significant coefficients", "Result", "the coefficients above the threshold"),
+    Meta("k_prime", "k′", "Result", "the coefficients kept"),
+    Meta("n_coefficients", "coefficients", "Result", "the coefficients of the approximation"),
+)
+
+
 class WaveClusterMechanism(Mechanism):
     """DP WaveCluster (Chen, Yu & Chirkova): noisy counts → wavelet approximation → private threshold → clusters."""
 
@@ -205,6 +241,7 @@ class WaveClusterMechanism(Mechanism):
     exactly_one = (("cell_m", "grid_size"),)
     epsilon_required = False
     fields = CLUSTER_FIELDS
+    outputs = WAVECLUSTER_OUTPUTS
     read_share = 0.5
     examples = """\
 examples:

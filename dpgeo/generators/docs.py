@@ -16,6 +16,7 @@ import textwrap
 
 from ..declare import REQUIRED
 from ..series_params import series_offered
+from ..shared_params import ALIASES, PREVIEW_KEYS, SHARED_PARAMS, shared_offered
 
 __all__ = ["COMMON_DOCS", "COMMON_DEFAULTS", "common_keys", "entry_point", "param_doc"]
 
@@ -26,53 +27,6 @@ COMMON_DOCS = {
                "``\"data/*.parquet\"`` or a folder of Parquet files), a :class:`~dpgeo.counting.PointSource` "
                "from :func:`~dpgeo.counting.open_points` (to choose a layer, columns or engine), or "
                "``(x, y, crs)``. Files are read in batches, never whole."),
-    "epsilon": ("float", "Privacy budget ε (> 0). The whole run is ε-DP (δ = 0)."),
-    "domain": ("bbox, polygon, GeoDataFrame, path or StudyArea",
-               "The **public** study area. Points outside it are dropped."),
-    "domain_crs": ("optional", "CRS of a bbox / shapely polygon domain (default EPSG:4326)."),
-    "crs": ("optional", "Working CRS (projected, metres); default the UTM zone of the study area's centre."),
-    "sensitivity": ("int", "Maximum points per record (default 1: one point per record)."),
-    "person": ("str or array_like, optional",
-               "Make the guarantee per **person**: a column name (file or frame input) or an array of "
-               "identifiers (tuple input) saying whose each point is; a named pandas Series is recorded in the "
-               "metadata by its name. Each person keeps at most ``max_points_per_person`` points, chosen "
-               "uniformly at random, and the noise scales with that number."),
-    "max_points_per_person": ("int, optional", "Required with ``person``."),
-    "seed": ("int, optional", "Fixed seed for tests. The output is then marked **not private** and not charged."),
-    "domain_from_data": ("bool", "Use the data's own extent as the study area. Exploration only; the output is "
-                                 "marked **not private** and not charged."),
-    "input_crs": ("optional", "CRS for inputs that declare none."),
-    "unattended": ("bool",
-                   "Run so that the outcome depends on the data only through the DP output: conditions of the "
-                   "private data (no point inside the study area, no usable record) are not errors but warnings "
-                   "for the data owner (``diagnostics[\"owner_warnings\"]`` and the ``dpgeo.owner`` logger), and a "
-                   "valid, possibly empty, layer is released. A service always runs this way. Default ``False``: "
-                   "such conditions raise :class:`~dpgeo.errors.DataError`, an owner-only message, before any "
-                   "noise is drawn."),
-    "dataset": ("str, optional",
-                "The name of the population the guarantee protects, under which the release is charged in the "
-                "privacy-budget ledger (several files of the same people share one name). Default: the declared "
-                "dataset whose files hold the input's content (``dpgeo budget declare``), else a key of the "
-                "content (every copy of the file shares it), or one shared key for in-memory inputs."),
-    "ledger": ("dpgeo.budget.Ledger, path, None or False",
-               "The persistent ledger that records the release and refuses it beyond the dataset's total "
-               "(:mod:`dpgeo.budget`). ``None`` (default): the default ledger (``$DPGEO_LEDGER``, else the "
-               "user's data directory). ``False``: record nothing. The charge is made before any private data "
-               "is read; runs that are not private (a seed, ``domain_from_data``) are never charged."),
-    "analyst": ("str, optional", "Who runs the release, for the ledger (default: the operating-system user)."),
-    "progress": ("callable, optional",
-                 "``progress(fraction, message)`` between stages, and about every second while a long input is "
-                 "read (records read, records per second); raise from it to cancel."),
-    "scheduler": ("None, \"local\", int, str or distributed.Client",
-                  "Count the points with Dask instead of in this process (see "
-                  ":func:`dpgeo.counting.dask.count_with_dask`): ``\"local\"`` or a number of workers starts a "
-                  "``LocalCluster`` here, ``\"tcp://host:8786\"`` or a ``Client`` uses an existing cluster. The "
-                  "workers only count; the noise is drawn here, from the counts. Same layer as without a "
-                  "scheduler for the same seed (with a per-person cap: the same law)."),
-    "max_memory_bytes": ("int or str, optional",
-                         "Refuse, before any data is read, a run whose grid and noise laws are estimated "
-                         "(:mod:`dpgeo.resources`) to need more memory than this (bytes, or e.g. ``\"8G\"``); "
-                         "default ``$DPGEO_MAX_MEMORY``, else half the machine's memory."),
 }
 
 _TYPES = {"number": "float", "integer": "int", "text": "str", "flag": "bool"}
@@ -109,20 +63,48 @@ _SERIES_API = {
 }
 
 
-def _series_doc(p) -> tuple[str, str]:
+def _api_doc(p, api) -> tuple[str, str]:
+    """``(type, text)`` of a declared parameter, with what only the Python API says of it (``api``: ``name:
+    (type, note)``)."""
     typ, text = param_doc(p)
-    api_typ, note = _SERIES_API.get(p.name, (typ, ""))
+    api_typ, note = api.get(p.name, (typ, ""))
     return api_typ, text.replace(p.help, p.help + note, 1)
 
 
+#: The Python type of a shared keyword where its declaration's kind does not say it, and what only the Python API
+#: adds to its declared help (dpgeo.shared_params).
+_SHARED_API = {
+    "domain": ("bbox, polygon, GeoDataFrame, path or StudyArea", " A shapely polygon or a GeoDataFrame works too."),
+    "domain_crs": ("optional", ""),
+    "crs": ("optional", ""),
+    "input_crs": ("optional", ""),
+    "person": ("str or array_like, optional",
+               " A column name (file or frame input) or an array of identifiers (tuple input); a named pandas "
+               "Series is recorded in the metadata by its name."),
+    "unattended": ("bool", " The owner's warnings go to ``diagnostics[\"owner_warnings\"]`` and the ``dpgeo.owner`` "
+                           "logger. Default ``False``: such conditions raise :class:`~dpgeo.errors.DataError`, an "
+                           "owner-only message, before any noise is drawn."),
+    "ledger": ("dpgeo.budget.Ledger, path, None or False",
+               " ``False``: record nothing. The charge is made before any private data is read; runs that are not "
+               "private (a seed, ``domain_from_data``) are never charged."),
+    "progress": ("callable, optional", ""),
+    "scheduler": ("None, \"local\", int, str or distributed.Client",
+                  " A number of workers starts a ``LocalCluster`` here; a ``Client`` uses an existing cluster "
+                  "(:func:`dpgeo.counting.dask.count_with_dask`). Same layer as without a scheduler for the same "
+                  "seed (with a per-person cap: the same law)."),
+    "max_memory_bytes": ("int or str, optional", " Bytes, or e.g. ``\"8G\"`` (:mod:`dpgeo.resources`)."),
+    "max_points_per_record": ("int", " ``sensitivity=`` is a deprecated alias."),
+}
+
+
+# -- the shared keywords (dpgeo.shared_params), as declared --
+COMMON_DOCS.update({p.name: _api_doc(p, _SHARED_API) for p in shared_offered("api")})
+
 # -- a series (pipeline/run.py, series/): one release per public period, its keywords as declared --
-COMMON_DOCS.update({p.name: _series_doc(p) for p in series_offered("api")})
+COMMON_DOCS.update({p.name: _api_doc(p, _SERIES_API) for p in series_offered("api")})
 
 #: The defaults of the keyword arguments every release shares (see :data:`COMMON_DOCS`).
-COMMON_DEFAULTS = {"domain": None, "domain_crs": None, "crs": None, "sensitivity": 1, "person": None,
-                   "max_points_per_person": None, "seed": None, "domain_from_data": False, "input_crs": None,
-                   "unattended": False, "dataset": None, "ledger": None, "analyst": None, "progress": None,
-                   "scheduler": None, "max_memory_bytes": None,
+COMMON_DEFAULTS = {**{p.name: p.default for p in shared_offered("api") if p.name != "epsilon"},
                    **{p.name: p.default for p in series_offered("api")}}
 
 
@@ -130,7 +112,7 @@ def common_keys(mech) -> tuple:
     """The shared keyword arguments an entry point of ``mech`` takes (no Dask scheduler for a mechanism that
     reads the points themselves; a preview reads nothing)."""
     if mech.reads is None:
-        return ("domain", "domain_crs", "crs", "sensitivity", "max_memory_bytes")
+        return tuple(k for k in PREVIEW_KEYS if k != "epsilon")
     return tuple(k for k in COMMON_DEFAULTS if not (k == "scheduler" and mech.reads == "points"))
 
 
@@ -183,6 +165,35 @@ def _with_series(target, mech):
     return with_series
 
 
+def _public_names(target):
+    """``target`` taking each shared keyword by its public name (:data:`dpgeo.shared_params.ALIASES`): the
+    signature shows the public name, and a deprecated name is still taken, with a DeprecationWarning."""
+    sig = inspect.signature(target)
+    inner = {new: old for old, new in ALIASES.items() if old in sig.parameters}  # the function's own older name
+    if not inner and not any(new in sig.parameters for new in ALIASES.values()):
+        return target
+    public = sig.replace(parameters=[p.replace(name=ALIASES[p.name]) if p.name in inner.values() else p
+                                     for p in sig.parameters.values()])
+
+    @functools.wraps(target)
+    def public_names(*args, **kwargs):
+        import warnings
+
+        for old, new in ALIASES.items():
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"give {new}= only ({old}= is its deprecated name)")
+                warnings.warn(f"{old}= is deprecated: use {new}= (the same value)", DeprecationWarning, stacklevel=2)
+                kwargs[new] = kwargs.pop(old)
+        for new, old in inner.items():
+            if new in kwargs:
+                kwargs[old] = kwargs.pop(new)
+        return target(*args, **kwargs)
+
+    public_names.__signature__ = public
+    return public_names
+
+
 def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata and the owner's diagnostics."):
     """Decorator: the entry point of ``mech``, its Parameters section generated and its signature checked.
 
@@ -208,7 +219,7 @@ def entry_point(mech, *, returns="Release\n    The layer, its privacy metadata a
             target = wrapper
         else:
             target = func
-        target = _with_series(target, mech)
+        target = _public_names(_with_series(target, mech))
         sig = inspect.signature(target)
         declared = {p.name: p for p in mech.params if "api" in p.fronts}
         for name, p in declared.items():
@@ -247,8 +258,8 @@ def parameters_markdown(mechanisms) -> str:
            "Generated from the mechanisms' declarations (`dpgeo/declarations/`) by `dev/update-generated`; do not edit "
            "by hand (a test compares this file with the declarations). The same declaration makes the Python "
            "keyword, the command-line option, the QGIS parameter and the service input, so the four cannot "
-           "disagree. Every release also takes the common options (input, `--epsilon`, the study area, "
-           "`--max-points-per-record` or `--person`/`--max-points-per-person`, `--dataset`, `--seed`, the outputs).",
+           "disagree. Every release also takes the shared parameters (ε, the study area, the contribution bound, the "
+           "dataset, the seed, ...: their table is at the end) and the outputs.",
            ""]
     for m in mechanisms:
         fronts = []
@@ -281,8 +292,49 @@ def parameters_markdown(mechanisms) -> str:
                 f"{_md(p.range_text()) or '—'} | {_md(p.default_text())}{' (advanced)' if p.advanced else ''} | "
                 f"{where} | {_md(p.help)} |")
         out.append("")
-    out += series_markdown()
+    out += shared_markdown() + series_markdown() + outputs_markdown(mechanisms)
     return "\n".join(out)
+
+
+def outputs_markdown(mechanisms) -> list:
+    """The tables of the metadata fields (``dpgeo.metadata_fields``, ``Mechanism.outputs``) in
+    ``docs/parameters.md``."""
+    from ..metadata_fields import COMMON_FIELDS
+
+    def table(fields):
+        rows = ["| key | label | section | unit | meaning |", "|---|---|---|---|---|"]
+        return rows + [f"| `{f.key}` | {_md(f.label)} | {f.section} | {f.unit or '—'} | {_md(f.help) or '—'} |"
+                       for f in fields]
+
+    out = ["## What a release publishes: its metadata fields", "",
+           "Declared once, with the label `dpgeo info`, QGIS, the HTML map's privacy panel and the PNG footer "
+           "show (`dpgeo/metadata_fields.py` for the fields every release shares, `outputs` in each mechanism's "
+           "declaration for its own).", "", "### Every release", "", *table(COMMON_FIELDS), ""]
+    seen = set()
+    for m in mechanisms:
+        own = [f for f in m.outputs if f.key not in seen]
+        seen |= {f.key for f in own}
+        if own:
+            out += [f"### {m.title}", "", *table(own), ""]
+    return out
+
+
+def shared_markdown() -> list:
+    """The table of the shared keywords (``dpgeo.shared_params``) in ``docs/parameters.md``."""
+    out = ["## Every release: the shared parameters", "",
+           "Declared once in `dpgeo/shared_params.py`; the Python keyword, the command-line option, the QGIS "
+           "parameter and the service input of each are generated from it, with the same range everywhere. "
+           "The service takes the study area, the CRSs and the contribution bound from the dataset's "
+           "configuration. `sensitivity=` is a deprecated Python name of `max_points_per_record`.", "",
+           "| Python | command line | QGIS | service | type | range | default | meaning |",
+           "|---|---|---|---|---|---|---|---|"]
+    for p in SHARED_PARAMS:
+        typ = COMMON_DOCS[p.name][0] if p.name in COMMON_DOCS else p.kind
+        out.append(f"| `{p.name}` | {f'`{p.cli_flag}`' if 'cli' in p.fronts else '—'} | "
+                   f"{f'`{p.qgis}`' if 'qgis' in p.fronts else '—'} | "
+                   f"{f'`{p.name}`' if 'service' in p.fronts else '—'} | {_md(typ)} | {_md(p.range_text()) or '—'} | "
+                   f"{_md(p.default_text())}{' (advanced)' if p.advanced else ''} | {_md(p.help)} |")
+    return out + [""]
 
 
 def series_markdown() -> list:

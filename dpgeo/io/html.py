@@ -285,6 +285,7 @@ html, body { margin: 0; height: 100%; font: 13px/1.35 system-ui, -apple-system, 
 .dp-status { display: inline-block; padding: 2px 6px; border-radius: 3px; font-weight: 700; }
 .dp-private { background: #e6f2e6; color: #1b5e20; }
 .dp-not-private { background: #c00000; color: #fff; }
+.dp-weak { background: #fff0c2; color: #7a4a00; }
 .dp-reasons { color: #c00000; margin: 6px 0 6px 1.2em; padding: 0; }
 .dp-summary { margin: 6px 0; }
 .dp-panel dl { display: grid; grid-template-columns: 7.5em 1fr; gap: 3px 8px; margin: 6px 0 0; }
@@ -373,7 +374,7 @@ def _legend_html(cluster_ids, idx, counts, area_kind, n_total, heading) -> str:
 
 def _privacy_html(metadata, extra: str = "") -> str:
     s = privacy_statement(metadata)
-    cls = "dp-private" if s.private else "dp-not-private"
+    cls = ("dp-weak" if s.weak else "dp-private") if s.private else "dp-not-private"
     parts = [f'<details id="dpgeo-privacy" class="dp-panel" open>'
              f'<summary><span class="dp-status {cls}">{_esc(s.headline)}</span></summary>',
              f'<p class="dp-summary">{_esc(s.summary)}</p>']

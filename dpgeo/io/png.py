@@ -194,7 +194,7 @@ def _figure(gdf, metadata, crs, width_in, title, levels=None):
 
     heading = _heading(md, title)
     fig.text(0.02, 1 - 0.08 / (map_h + 1.9), heading, ha="left", va="top", fontsize=11, weight="bold")
-    colour = "#1b5e20" if s.private else "#c00000"
+    colour = ("#9a5b00" if s.weak else "#1b5e20") if s.private else "#c00000"  # amber: private, but ε is weak
     line = privacy_line(md)
     body = line[len(s.headline) + 2:]
     wrap = max(int((map_w + 3.0) * 14), 60)

@@ -90,7 +90,7 @@ def series_figure(gdf, metadata, crs, width_in, title):
     heading = _heading(md, title)
     what = "running totals" if "dp_total" in layer else "one panel per period; a cluster keeps its colour"
     fig.text(0.01, 1 - 0.1 / total_h, f"{heading} ({what})", ha="left", va="top", fontsize=11, weight="bold")
-    col = "#1b5e20" if s.private else "#c00000"
+    col = ("#9a5b00" if s.weak else "#1b5e20") if s.private else "#c00000"  # amber: private, but ε is weak
     line = privacy_line(md)
     fig.text(0.01, (foot_in - 0.1) / total_h, s.headline, ha="left", va="top", fontsize=9, weight="bold",
              color="white" if not s.private else col,

@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ..metadata_fields import panel_items
+from ..shared_params import WEAK_EPSILON, epsilon_status, epsilon_warning
+
 __all__ = ["PrivacyStatement", "privacy_statement", "privacy_line"]
 
 
@@ -36,6 +39,7 @@ class PrivacyStatement:
     summary: str
     reasons: list = field(default_factory=list)
     items: list = field(default_factory=list)
+    weak: bool = False  # private, but ε above the declared weak threshold (dpgeo.shared_params)
 
 
 def _num(v) -> str:
@@ -101,6 +105,7 @@ def privacy_statement(metadata: dict) -> PrivacyStatement:
     """
     md = metadata or {}
     private = md.get("differentially_private") is True
+    weak = epsilon_status(md) == "weak"
     unit = "person" if md.get("privacy_unit") == "person" else "record"
     eps, delta = md.get("epsilon"), md.get("delta")
     reasons = [str(r) for r in (md.get("not_private_reasons") or [])]
@@ -146,8 +151,8 @@ def privacy_statement(metadata: dict) -> PrivacyStatement:
     elif interval:
         counts += f"; interval: {interval}"
     items.append(("Counts", counts))
-    if md.get("cell_width_m") is not None:
-        items.append(("Cell size", f"{_num(md['cell_width_m'])} m"))
+    # the mechanism's own fields, as declared for the map (Mechanism.outputs, dpgeo.metadata_fields)
+    items += panel_items(md)
     made = " ".join(x for x in (_when(md.get("created_utc")),
                                 md.get("dpgeo_version") and f"with dpgeo {md['dpgeo_version']}") if x)
     if made:
@@ -159,11 +164,15 @@ def privacy_statement(metadata: dict) -> PrivacyStatement:
                    f"by at most a factor of e^ε" + (f" ≈ {factor:.3g}" if factor else "") +
                    f"; this bounds what anyone can learn from the map about whether a given {unit} is in the data.")
         headline = "Differentially private"
+        if weak:
+            headline = f"Differentially private, but weak: ε = {_num(eps)} is above {WEAK_EPSILON:g}"
+            summary = epsilon_warning(eps) + ". " + summary
     else:
         summary = ("This map does not carry a differential privacy guarantee: it may reveal information about "
                    "individual records. Do not publish it.")
         headline = "NOT differentially private"
-    return PrivacyStatement(private=private, headline=headline, summary=summary, reasons=reasons, items=items)
+    return PrivacyStatement(private=private, headline=headline, summary=summary, reasons=reasons, items=items,
+                            weak=weak)
 
 
 def privacy_line(metadata: dict) -> str:

@@ -161,7 +161,7 @@ def choose_cells(counts: CellCounts, *, epsilon: float, sensitivity: int, rho: f
         "cells_rule": (f"square cells chosen from epsilon: cells = max(noisy total / ({rho:g} x sd of one cell's "
                        f"noise), {MIN_AUTO_CELLS}), the width a whole number of the finest grid's cells"),
         "cells_points_per_noise_sd": rho,
-        "n_hat": int(n_hat),
+        "noisy_total": int(n_hat),
         "total_share": total_share,
         "epsilon_total": eps0,
         "epsilon_counts": eps1,
@@ -261,7 +261,7 @@ def choose_h3_cells(counts: CellCounts, *, epsilon: float, sensitivity: int, rho
                        f"to max(noisy total / ({rho:g} x sd of one cell's noise), {MIN_AUTO_CELLS}); points counted "
                        f"at resolution {fine.resolution} and added up into their parents"),
         "cells_points_per_noise_sd": rho,
-        "n_hat": int(n_hat),
+        "noisy_total": int(n_hat),
         "total_share": total_share,
         "epsilon_total": eps0,
         "epsilon_counts": eps1,

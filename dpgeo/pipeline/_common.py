@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from .._dates import today
 from .._version import __version__
 from ..domain import _crs_label, as_study_area
-from ..errors import NotPrivateWarning, ParameterError
+from ..errors import NotPrivateWarning, ParameterError, WeakEpsilonWarning
 from ..noise import sampler_description
+from ..shared_params import epsilon_warning, shared_param
 
 __all__ = []
 
@@ -20,10 +21,8 @@ __all__ = []
 # -- validation ------------------------------------------------------------------
 
 def check_epsilon(epsilon):
-    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not math.isfinite(epsilon) \
-            or epsilon <= 0:
-        raise ParameterError(f"epsilon (the privacy budget) must be a finite number > 0, got {epsilon!r}")
-    return float(epsilon)
+    """ε checked against its declaration (:mod:`dpgeo.shared_params`: a finite number in (0, 100])."""
+    return shared_param("epsilon").check(epsilon)
 
 
 def check_positive(value, name, unit=""):
@@ -86,6 +85,8 @@ def validated(mech, values: dict):
     from ..randomness import check_seed
 
     v = {k: values.get(k) for k in COMMON_KEYS}
+    if values.get("max_points_per_record") is not None:  # the public name of the contribution bound
+        v["sensitivity"] = values["max_points_per_record"]
     for key, default in (("sensitivity", 1), ("domain_from_data", False), ("unattended", False)):
         if v[key] is None:
             v[key] = default
@@ -94,19 +95,28 @@ def validated(mech, values: dict):
     c = contribution(v["person"], v["max_points_per_person"], v["sensitivity"])
     mech.check_run(p, epsilon, c)
     check_seed(v["seed"])
+    warn_if_weak(epsilon, stacklevel=4)
     return v, p, epsilon, c
+
+
+def warn_if_weak(epsilon, stacklevel=3):
+    """A :class:`~dpgeo.errors.WeakEpsilonWarning` for an ε above the declared weak threshold."""
+    text = epsilon_warning(epsilon)
+    if text:
+        warnings.warn(text, WeakEpsilonWarning, stacklevel=stacklevel)
 
 
 def _contribution(person, max_points_per_person, sensitivity):
     """Sensitivity and privacy unit from the person/cap/sensitivity parameters (checked)."""
-    sensitivity = check_int(sensitivity, "sensitivity (points per record)")
+    sensitivity = check_int(sensitivity, "max_points_per_record (points per record)")
     if person is None:
         if max_points_per_person is not None:
             raise ParameterError("max_points_per_person needs person (the column or ids that identify "
                                  "each point's person)")
         return sensitivity, None
     if sensitivity != 1:
-        raise ParameterError("with person=..., bound the contribution with max_points_per_person, not sensitivity")
+        raise ParameterError("with person=..., bound the contribution with max_points_per_person, not "
+                             "max_points_per_record")
     if max_points_per_person is None:
         raise ParameterError("person=... needs max_points_per_person: the most points one person may contribute "
                              "(the noise scales with it; extra points are dropped at random)")

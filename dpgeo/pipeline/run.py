@@ -53,6 +53,7 @@ from ._common import (  # noqa: F401 (COMMON_KEYS, Contribution, contribution: e
     check_epsilon,
     contribution,
     validated,
+    warn_if_weak,
 )
 
 __all__ = ["run_release", "run_preview", "is_private_run", "Contribution", "contribution", "public_plan", "COMMON_KEYS"]
@@ -81,10 +82,11 @@ def run_preview(mech, values: dict) -> dict:
     """
     from ..domain import as_study_area
 
-    sensitivity = values.get("sensitivity")
+    sensitivity = values.get("max_points_per_record", values.get("sensitivity"))  # the public name, or the old one
     sensitivity = 1 if sensitivity is None else sensitivity
     p, _, _ = public_plan(mech, values, None, epsilon=values.get("epsilon"), sensitivity=sensitivity)
     p["max_memory_bytes"] = values.get("max_memory_bytes")
+    warn_if_weak(p["epsilon"], stacklevel=3)
     area = as_study_area(values.get("domain"), domain_crs=values.get("domain_crs"), working_crs=values.get("crs"))
     return mech.preview(area, p, contribution(sensitivity=sensitivity))
 

@@ -16,13 +16,11 @@ import html
 import json
 import os
 
-from qgis.core import (
-    QgsProcessingException,
-    QgsProcessingParameterNumber,
-)
+
+from qgis.core import QgsProcessingException
 
 from .base import DeclaredBase, DpgeoAlgorithmBase
-from .declared import advanced, help_html, library_call, param_values
+from .declared import help_html, library_call, param_values
 from .deps import DpgeoImportError, import_dpgeo
 from .parameters import tr
 
@@ -57,8 +55,6 @@ _PREVIEW_TIP = ("<p>Run <i>{}</i> first to see the noise bounds and the count er
 class DeclaredAlgorithm(DeclaredBase):
     """The algorithm of one declared mechanism that reads a private point layer."""
 
-    MAX_POINTS_PER_RECORD = "MAX_POINTS_PER_RECORD"
-
     def __init__(self, mechanism, preview_title=None):
         super().__init__(mechanism, preview_title)
         self.result_title = mechanism.layer_name
@@ -70,18 +66,13 @@ class DeclaredAlgorithm(DeclaredBase):
 
     def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
         self.add_input()
-        self.add_epsilon()
-        self.add_budget_params()
-        self.add_person_params()
+        self.add_shared(advanced=False)
         self.add_declared(advanced=False)
         self.add_series_params()
         self.add_study_area()
-        self.add_crs_params()
+        self.add_output_crs()
+        self.add_shared(advanced=True)
         self.add_declared(advanced=True)
-        self.addParameter(advanced(QgsProcessingParameterNumber(
-            self.MAX_POINTS_PER_RECORD, self.tr("Maximum points per record (sensitivity)"),
-            QgsProcessingParameterNumber.Integer, defaultValue=1, minValue=1)))
-        self.add_seed()
         self.add_output()
         self.add_declared_outputs()
 
@@ -97,7 +88,7 @@ class DeclaredAlgorithm(DeclaredBase):
             else None
         sensitivity = self.optional_int(parameters, self.MAX_POINTS_PER_RECORD, context)
         if sensitivity is not None and sensitivity != 1:
-            kwargs["sensitivity"] = sensitivity
+            kwargs["max_points_per_record"] = sensitivity
         if not mech.is_private(p):
             feedback.reportError(self.tr("{} adds no noise: the result is NOT private.").format(
                 mech.short_title(p)), False)

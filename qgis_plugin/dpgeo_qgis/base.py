@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from qgis.core import QgsProcessingAlgorithm, QgsProcessingException
 
-from .declared import is_layer_output, qgis_parameter
+from .declared import is_layer_output, qgis_parameter, shared_params, shared_widget
 from .deps import DpgeoImportError, import_dpgeo
 from .ledger import LedgerMixin
 from .parameters import ParametersMixin, exact, tr
@@ -97,7 +97,7 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
             raise QgsProcessingException(self.invalidSourceError(parameters, self.INPUT))
         person_field, cap = self.person_kwargs(parameters, context)
         time_field, series = self.series_kwargs(parameters, context)
-        if person_field and kwargs.get("sensitivity", 1) != 1:
+        if person_field and kwargs.get("max_points_per_record", 1) != 1:
             raise QgsProcessingException(self.tr(
                 "With a person field, bound each person's points with 'Maximum points per person' and leave "
                 "'Maximum points per record' at 1."))
@@ -167,15 +167,24 @@ class DeclaredBase(DpgeoAlgorithmBase):
     def shortDescription(self):  # noqa: N802 (QGIS API)
         return tr(self.mechanism.summary)
 
+    def add_shared(self, advanced: bool, names=None):
+        """The shared parameters every release takes (ε, the person field and cap, points per record, the working
+        CRS, the seed, the dataset and ledger), as declared in ``dpgeo.shared_params``: title, help, range, default
+        and advanced flag from the declaration; only the widgets are QGIS's own (:func:`shared_widget`).
+        ``names`` limits them (a preview takes fewer)."""
+        for p in shared_params():
+            if p.advanced == advanced and (names is None or p.name in names):
+                self.add_generated(shared_widget(p))
+
     def add_declared(self, advanced: bool):
         """The declared parameters offered in QGIS, the main ones or the advanced ones (not the output layers)."""
         for p in self.mechanism.offered("qgis"):
             if p.advanced == advanced and not is_layer_output(p):
-                self.addParameter(qgis_parameter(p))
+                self.add_generated(qgis_parameter(p))
 
     def add_declared_outputs(self):
         """The second layers of a release the user may ask for (declared flags with a ``layer_style``), as
         optional output layers."""
         for p in self.mechanism.offered("qgis"):
             if is_layer_output(p):
-                self.addParameter(qgis_parameter(p))
+                self.add_generated(qgis_parameter(p))

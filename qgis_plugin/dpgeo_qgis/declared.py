@@ -15,6 +15,7 @@ from qgis.core import (
     QgsProcessing,
     QgsProcessingException,
     QgsProcessingParameterBoolean,
+    QgsProcessingParameterCrs,
     QgsProcessingParameterDefinition,
     QgsProcessingParameterDistance,
     QgsProcessingParameterEnum,
@@ -27,7 +28,7 @@ from qgis.core import (
 from .parameters import is_set, tr
 
 __all__ = ["qgis_parameter", "parameter_value", "param_values", "help_html", "label", "advanced", "library_call",
-           "is_layer_output"]
+           "is_layer_output", "shared_widget", "shared_params"]
 
 #: How far inside an open end of a range the dialog's bound is put (QGIS bounds are closed).
 _OPEN = 1e-6
@@ -153,3 +154,37 @@ def library_call(dpgeo, mech):
     if mech.reads is None:
         return lambda **kw: run_preview(mech, kw)
     return lambda points, **kw: run_release(mech, points, kw)
+
+
+def shared_params():
+    """The shared parameters offered in QGIS, as declared in the library (imported when an algorithm is built)."""
+    from dpgeo.shared_params import shared_offered
+
+    return shared_offered("qgis")
+
+
+def shared_widget(p):
+    """The QGIS parameter of a declared shared parameter: the declaration's own kind (:func:`.declared.
+    qgis_parameter`), or the widget QGIS has for it (a field of the input for the person, a CRS, a ledger file,
+    the dataset name with its live budget); title, help and advanced flag from the declaration."""
+    from qgis.core import QgsProcessingParameterField, QgsProcessingParameterFile
+
+    if p.name == "person":
+        q = QgsProcessingParameterField(p.qgis, label(p), parentLayerParameterName="INPUT",
+                                        optional=True)
+    elif p.name == "crs":
+        q = QgsProcessingParameterCrs(p.qgis, tr(p.title) + tr(" (default: {})").format(tr(p.none_means)),
+                                      optional=True)
+    elif p.name == "ledger":
+        q = QgsProcessingParameterFile(p.qgis, tr(p.title) + tr(" (default: {})").format(tr(p.none_means)),
+                                       behavior=QgsProcessingParameterFile.File,
+                                       fileFilter=tr("dpgeo ledger (*.sqlite *.db);;All files (*)"), optional=True)
+    elif p.name == "dataset":
+        q = QgsProcessingParameterString(p.qgis, tr(p.title) + tr(" (default: {})").format(tr(p.none_means)),
+                                         optional=True)
+        # in the dialog, the dataset's budget is shown under the name, live (budget_widget.py)
+        q.setMetadata({"widget_wrapper": {"class": f"{__package__}.budget_widget.DatasetWidgetWrapper"}})
+    else:
+        return qgis_parameter(p)
+    q.setHelp(tr(p.help))
+    return advanced(q) if p.advanced else q

@@ -18,9 +18,6 @@ import os
 
 from qgis.core import (
     QgsProcessingException,
-    QgsProcessingParameterDefinition,
-    QgsProcessingParameterFile,
-    QgsProcessingParameterString,
     QgsProviderRegistry,
 )
 
@@ -60,35 +57,6 @@ class LedgerMixin:
 
     DATASET = "DATASET"
     LEDGER = "LEDGER"
-
-    def add_budget_params(self):
-        """The dataset name and the ledger file (both optional)."""
-        d = QgsProcessingParameterString(
-            self.DATASET,
-            self.tr("Dataset name in the privacy-budget ledger (default: the declared dataset the input file holds)"),
-            optional=True,
-        )
-        # in the dialog, the dataset's budget is shown under the name, live (budget_widget.py)
-        d.setMetadata({"widget_wrapper": {"class": f"{__package__}.budget_widget.DatasetWidgetWrapper"}})
-        d.setHelp(self.tr(
-            "The population this result protects, e.g. 'police stops 2017'. Every release of the same people "
-            "is charged to this name, whatever file they come from, and a run that would exceed the total "
-            "declared for it (dpgeo budget set NAME --total EPSILON) is refused before any point is read. "
-            "Without a name, the dataset declared for the input file's content is used (dpgeo budget declare NAME "
-            "--file FILE --total EPSILON), under any file name or folder; a file no dataset was declared for is "
-            "charged to a key of its content, and nothing limits its spending."))
-        self.addParameter(d)
-        f = QgsProcessingParameterFile(
-            self.LEDGER,
-            self.tr("Privacy-budget ledger file (default: the dpgeo ledger shared with the command line)"),
-            behavior=QgsProcessingParameterFile.File,
-            fileFilter=self.tr("dpgeo ledger (*.sqlite *.db);;All files (*)"),
-            optional=True,
-        )
-        f.setHelp(self.tr("Default: $DPGEO_LEDGER, else ledger.sqlite in your user data folder "
-                          "(~/.local/share/dpgeo on Linux), the same ledger the dpgeo command uses."))
-        f.setFlags(f.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-        self.addParameter(f)
 
     def _has_parameter(self, name) -> bool:
         return self.parameterDefinition(name) is not None

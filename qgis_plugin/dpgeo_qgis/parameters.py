@@ -27,7 +27,6 @@ from qgis.core import (
     QgsProcessingParameterExtent,
     QgsProcessingParameterFeatureSink,
     QgsProcessingParameterFeatureSource,
-    QgsProcessingParameterNumber,
     QgsRectangle,
 )
 from qgis.PyQt.QtCore import QCoreApplication, QVariant
@@ -150,6 +149,7 @@ class ParametersMixin:
     SEED = "SEED"
     PERSON_FIELD = "PERSON_FIELD"
     MAX_POINTS_PER_PERSON = "MAX_POINTS_PER_PERSON"
+    MAX_POINTS_PER_RECORD = "MAX_POINTS_PER_RECORD"
     OUTPUT = "OUTPUT"
     TIME_FIELD = "TIME_FIELD"
     PERIOD = "PERIOD"
@@ -174,16 +174,9 @@ class ParametersMixin:
             )
         )
 
-    def add_epsilon(self, default=1.0):
-        p = QgsProcessingParameterNumber(
-            self.EPSILON,
-            self.tr("Privacy budget ε (smaller = more private, noisier)"),
-            QgsProcessingParameterNumber.Double,
-            defaultValue=default,
-            minValue=1e-6,
-        )
-        p.setHelp(self.tr("Total privacy budget spent on this run."))
-        self.addParameter(p)
+    def add_generated(self, definition):
+        """Add a parameter generated from a declaration (the one place the generated ones are added)."""
+        self.addParameter(definition)
 
     def add_study_area(self, data_fallback=False):
         """The public study area: an extent or a polygon layer, one of them required when the run starts.
@@ -207,14 +200,7 @@ class ParametersMixin:
         q.setHelp(self.tr("Polygons of a public study area; their union is used."))
         self.addParameter(q)
 
-    def add_crs_params(self):
-        w = QgsProcessingParameterCrs(
-            self.WORKING_CRS,
-            self.tr("Working CRS in metres (default: UTM zone of the study area)"),
-            optional=True,
-        )
-        w.setFlags(w.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-        self.addParameter(w)
+    def add_output_crs(self):
         self.addParameter(
             QgsProcessingParameterCrs(
                 self.OUTPUT_CRS,
@@ -222,31 +208,6 @@ class ParametersMixin:
                 optional=True,
             )
         )
-
-    def add_person_params(self):
-        """The per-person guarantee: a field naming each point's person and the cap K on their points."""
-        from qgis.core import QgsProcessingParameterField
-
-        f = QgsProcessingParameterField(
-            self.PERSON_FIELD,
-            self.tr("Person field (protect whole persons, not single points)"),
-            parentLayerParameterName=self.INPUT,
-            optional=True,
-        )
-        f.setHelp(self.tr("A field that identifies the person each point belongs to (a patient, driver, "
-                          "account). With it the guarantee covers everything one person contributes; also set "
-                          "'Maximum points per person'. Features whose person is NULL are skipped."))
-        self.addParameter(f)
-        k = QgsProcessingParameterNumber(
-            self.MAX_POINTS_PER_PERSON,
-            self.tr("Maximum points per person K (needed with a person field)"),
-            QgsProcessingParameterNumber.Integer,
-            optional=True,
-            minValue=1,
-        )
-        k.setHelp(self.tr("Each person keeps at most K of their points, chosen at random; the noise grows "
-                          "in proportion to K."))
-        self.addParameter(k)
 
     def person_kwargs(self, parameters, context):
         """``(field name or None, K or None)`` from the person parameters, checked together."""
@@ -292,7 +253,7 @@ class ParametersMixin:
                 q = QgsProcessingParameterString(p.qgis, title, optional=True,
                                                  defaultValue=p.none_means if p.qgis == self.TIMEZONE else None)
             q.setHelp(self.tr(p.help) + self.tr(_SERIES_NOTES.get(p.qgis, "")))
-            self.addParameter(advanced_param(q) if p.advanced else q)
+            self.add_generated(advanced_param(q) if p.advanced else q)
 
     def series_kwargs(self, parameters, context):
         """``(time field or None, library keyword arguments of the series)``, checked together."""
@@ -331,17 +292,6 @@ class ParametersMixin:
         if self.parameterAsBool(parameters, self.CUMULATIVE, context):
             out["cumulative"] = True
         return field, out
-
-    def add_seed(self):
-        p = QgsProcessingParameterNumber(
-            self.SEED,
-            self.tr("Test seed (for tests only: makes the result NOT private)"),
-            QgsProcessingParameterNumber.Integer,
-            optional=True,
-            minValue=0,
-        )
-        p.setFlags(p.flags() | QgsProcessingParameterDefinition.FlagAdvanced)
-        self.addParameter(p)
 
     def add_output(self):
         self.addParameter(

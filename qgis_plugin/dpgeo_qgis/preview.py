@@ -14,13 +14,12 @@ from qgis.core import (
     QgsProcessingException,
     QgsProcessingOutputNumber,
     QgsProcessingOutputString,
-    QgsProcessingParameterCrs,
     QgsProcessingParameterFileDestination,
     QgsProcessingParameterString,
 )
 
 from .base import DeclaredBase
-from .declared import advanced, help_html, library_call, param_values
+from .declared import help_html, library_call, param_values
 from .parameters import is_set, tr
 
 __all__ = ["PreviewAlgorithm"]
@@ -32,54 +31,41 @@ class PreviewAlgorithm(DeclaredBase):
     COMPARE = "COMPARE_EPSILONS"
     OUTPUT_HTML = "OUTPUT_HTML"
     PREVIEW_JSON = "PREVIEW_JSON"
-    #: (output name, key in the preview, description, column heading). The first ones are for a run with a
-    #: radius and MinPts; without them (auto) they are empty, and the auto ones below are filled (those that
-    #: depend on the number of points when one is given: "Number of points (auto)").
-    NUMBERS = [
-        ("GAMMA", "gamma", "Γ: bound on the noise in a neighbourhood sum (with a radius)", "Γ"),
-        ("CORE_THRESHOLD", "core_threshold", "Core threshold MinPts + Γ (noisy neighbourhood count; with a radius)",
-         "core threshold"),
-        ("EXTENT_THRESHOLD", "extent_threshold", "Extent threshold: noisy count a grown span reaches into "
-         "(with a radius)", "extent threshold"),
-        ("MIN_POINTS_PRIME", "min_points_prime", "MinPts′: true neighbourhood count sure to be found "
-         "(with a radius)", "MinPts′"),
-        ("COUNT_ERROR_95", "count_error_95", "Expected count error (95%; with a radius)", "count error (95%)"),
-        ("N_CELLS", "n_cells", "Grid cells in the study area", "grid cells"),
-        ("KAPPA", "kappa", "κ: cells in a neighbourhood (with a radius)", "κ"),
-        ("CELL_WIDTH_M", "cell_width_m", "Cell width (metres)", "cell width (m)"),
-        ("N_POINTS", "n_points", "auto: the number of points the auto outputs are for", "points"),
-        ("SMALLEST_CLUSTER_POINTS", "smallest_cluster_points",
-         "auto: the fewest points a cluster can hold and still be shown", "smallest cluster"),
-        ("LOWEST_LEVEL_MIN", "lowest_level_min", "auto: the lowest level shown is at least this (noisy points "
-         "in 3×3 cells; a map with points everywhere)", "lowest level from"),
-        ("LOWEST_LEVEL_MAX", "lowest_level_max", "auto: ... and at most this (a map with one place of points)",
-         "lowest level to"),
-        ("NOISE_SD_OF_LEVEL", "noise_sd_of_level", "auto: standard deviation of the noise of a level (a 3×3 sum)",
-         "level noise s.d."),
-        ("GAMMA_ALL_LEVELS", "gamma_all_levels", "auto: Γ, every level within it of its true value (probability "
-         "1 − β)", "Γ every level"),
-    ]
+    def numbers(self):
+        """``(output name, key in the preview, description, column heading)`` of every number of the preview that
+        has a column: the fields declared for it (``dpgeo.metadata_fields``: the common ones and the mechanism's
+        ``outputs``), in their declared order. Without data, a field a run would not have is empty."""
+        from dpgeo.metadata_fields import COMMON_FIELDS
+
+        return [(f.key.upper(), f.key, f.label + (f": {f.help}" if f.help else ""), f.column)
+                for f in (*COMMON_FIELDS, *self.mechanism.outputs) if f.column]
 
     def shortHelpString(self):  # noqa: N802 (QGIS API)
         return tr(help_html(self.mechanism, "<p>No point layer is read, so this spends no privacy budget: try "
                                             "several ε before choosing one. Add ε values to <i>Compare ε values</i> "
-                                            "to get a table for all of them.</p>" + _AUTO_NOTE, layers=False))
+                                            "to get a table for all of them.</p>" + self._outputs_note(),
+                               layers=False))
+
+    def _outputs_note(self):
+        names = ", ".join(out for out, _, _, _ in self.numbers())
+        return (f"<p>The main numbers are also outputs ({html.escape(names)}); those a preview without some "
+                "parameters cannot compute are empty.</p>")
 
     def initAlgorithm(self, config=None):  # noqa: N802 (QGIS API)
-        self.add_epsilon()
+        from dpgeo.shared_params import PREVIEW_KEYS
+
+        self.add_shared(advanced=False, names=PREVIEW_KEYS)
         self.add_declared(advanced=False)
         self.add_study_area(data_fallback=False)
         self.addParameter(QgsProcessingParameterString(
             self.COMPARE, self.tr("Compare ε values (comma-separated, optional)"),
             defaultValue="0.1, 0.5, 1, 2", optional=True))
+        self.add_shared(advanced=True, names=PREVIEW_KEYS)
         self.add_declared(advanced=True)
-        self.addParameter(advanced(QgsProcessingParameterCrs(
-            self.WORKING_CRS, self.tr("Working CRS in metres (default: UTM zone of the study area)"),
-            optional=True)))
         self.addParameter(QgsProcessingParameterFileDestination(
             self.OUTPUT_HTML, self.tr("Preview report"), self.tr("HTML files (*.html)"), optional=True,
             createByDefault=True))
-        for out, _, desc, _ in self.NUMBERS:
+        for out, _, desc, _ in self.numbers():
             self.addOutput(QgsProcessingOutputNumber(out, self.tr(desc)))
         self.addOutput(QgsProcessingOutputString(self.PREVIEW_JSON, self.tr("Preview (JSON)")))
 
@@ -113,6 +99,9 @@ class PreviewAlgorithm(DeclaredBase):
         working = self.working_crs(parameters, context)
         if working:
             base["crs"] = working
+        per_record = self.optional_int(parameters, self.MAX_POINTS_PER_RECORD, context)
+        if per_record is not None and per_record != 1:
+            base["max_points_per_record"] = per_record
         values = self._compare_values(parameters, context, epsilon)
         rows = []
         for i, eps in enumerate(values):
@@ -124,9 +113,9 @@ class PreviewAlgorithm(DeclaredBase):
         self._log_table(rows, feedback)
 
         results = {}
-        by_points = _by_points(main)
+        by_points = self.mechanism.table_rows(main)
         numbers = dict(main, **by_points[0]) if len(by_points) == 1 else main  # auto: one number of points
-        for out, key, _, _ in self.NUMBERS:
+        for out, key, _, _ in self.numbers():
             value = numbers.get(key)
             results[out] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
         results[self.PREVIEW_JSON] = json.dumps(main, sort_keys=True, default=str)
@@ -140,14 +129,13 @@ class PreviewAlgorithm(DeclaredBase):
 
     def _columns(self, rows):
         """The preview's numbers that every row has, as (heading, key)."""
-        return [(head, key) for _, key, _, head in self.NUMBERS if any(key in d for _, d in rows)]
+        return [(head, key) for _, key, _, head in self.numbers() if any(key in d for _, d in rows)]
 
-    @staticmethod
-    def _lines(rows):
+    def _lines(self, rows):
         """``(ε, numbers)`` a line each: auto's preview has a line per number of points."""
         out = []
         for eps, d in rows:
-            out += [(eps, dict(d, **r)) for r in _by_points(d)] or [(eps, d)]
+            out += [(eps, dict(d, **r)) for r in self.mechanism.table_rows(d)] or [(eps, d)]
         return out
 
     def _log_table(self, rows, feedback):
@@ -155,7 +143,7 @@ class PreviewAlgorithm(DeclaredBase):
         full = rows[0]
         rows = self._lines(rows)
         cols = self._columns(rows)
-        heads = [head.replace("threshold", "thr.") for head, _ in cols]
+        heads = [head for head, _ in cols]
         widths = [max(len(h), 10) for h in heads]
         feedback.pushInfo(f"{'ε':>8} " + " ".join(f"{h:>{w}}" for h, w in zip(heads, widths)))
         for eps, d in rows:
@@ -180,27 +168,6 @@ class PreviewAlgorithm(DeclaredBase):
             f"<table border='1' cellpadding='4' cellspacing='0'><tr>{head}</tr>{body}</table>"
             f"<p>{html.escape(self.mechanism.description)}</p></body></html>"
         )
-
-
-_AUTO_NOTE = ("<p><b>Without a radius and MinPts</b> (auto) the preview says what such a run would do: its cell "
-              "width, the fewest points a cluster can hold and still be shown, and the range of its lowest level, "
-              "for a number of points (give <i>Number of points (auto)</i> to have them as the outputs "
-              "N_POINTS, CELL_WIDTH_M, N_CELLS, SMALLEST_CLUSTER_POINTS, LOWEST_LEVEL_MIN, LOWEST_LEVEL_MAX and "
-              "GAMMA_ALL_LEVELS; "
-              "without it the table shows 1,000 to 10 million points). Γ, MinPts′, the thresholds, κ and the count "
-              "error are for a run with a radius.</p>")
-
-
-def _by_points(d):
-    """The lines of an auto preview, one per number of points, with the lowest level's range as two numbers."""
-    out = []
-    for r in d.get("by_points") or []:
-        r = dict(r)
-        lo_hi = r.pop("floor_level_range", None)
-        if isinstance(lo_hi, (list, tuple)) and len(lo_hi) == 2:
-            r["lowest_level_min"], r["lowest_level_max"] = lo_hi
-        out.append(r)
-    return out
 
 
 def _fmt(v):

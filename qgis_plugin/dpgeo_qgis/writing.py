@@ -376,9 +376,12 @@ class WritingMixin:
         return getattr(mech, "style", "clusters")
 
     def layer_title(self, name=None):
-        private = bool((self._metadata or {}).get("differentially_private"))
+        from dpgeo.shared_params import epsilon_status
+
+        status = epsilon_status(self._metadata or {})  # a weak ε (above the declared threshold) says so
         eps = (self._metadata or {}).get("epsilon")
-        tail = "differentially private" if private else "NOT private"
+        tail = {"private": "differentially private", "weak": "differentially private, WEAK ε"}.get(status,
+                                                                                                  "NOT private")
         name = name or self.result_title
         return f"{name} (ε={eps}, {tail})" if eps is not None else f"{name} ({tail})"
 
@@ -439,14 +442,15 @@ def _same_file_as_a_layer(parameters, main, p, context, alg):
 
 
 def _summary(result, metadata):
-    """The release's summary, with what the plugin added to its ``metadata`` (the output CRS)."""
+    """The release's summary (the library's: every field labelled, as ``dpgeo info`` prints it), with what the
+    plugin added to its ``metadata`` (the output CRS)."""
     if metadata == dict(result.metadata):
         return result.summary()
     try:
-        from dpgeo.release import format_metadata
+        from dpgeo.metadata_fields import release_text
     except ImportError:  # pragma: no cover (an older dpgeo)
         return result.summary()
-    return format_metadata(metadata)
+    return release_text(dict(metadata))
 
 
 def _field_type(column):

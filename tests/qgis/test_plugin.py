@@ -101,13 +101,13 @@ def test_dbscan_parameters(plugin):
     from qgis.core import QgsProcessing, QgsProcessingParameterDefinition as Def, QgsUnitTypes
 
     alg, params = _definitions("dpgeo:dbscanspans")
-    assert list(params) == ["INPUT", "EPSILON", "DATASET", "LEDGER", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS", "MIN_POINTS",
-                            "TIME_FIELD", "PERIOD", "PERIOD_START", "PERIOD_END", "TIMEZONE", "TIME_FORMAT",
-                            "PERSON_ACCOUNTING", "CUMULATIVE",
-                            "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER",
-                            "WORKING_CRS", "OUTPUT_CRS", "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND",
-                            "SPAN_EXTENT", "FDR", "MAX_POINTS_PER_RECORD",
-                            "SEED", "OUTPUT", "OUTPUT_LEVELS"]
+    assert list(params) == ["INPUT", "EPSILON", "DATASET", "PERSON_FIELD", "MAX_POINTS_PER_PERSON", "RADIUS",
+                            "MIN_POINTS", "TIME_FIELD", "PERIOD", "PERIOD_START", "PERIOD_END", "TIMEZONE",
+                            "TIME_FORMAT", "PERSON_ACCOUNTING", "CUMULATIVE",
+                            "STUDY_AREA_EXTENT", "STUDY_AREA_LAYER", "OUTPUT_CRS",
+                            "MAX_POINTS_PER_RECORD", "WORKING_CRS", "SEED", "LEDGER",
+                            "BETA", "ETA", "HISTOGRAM", "GAMMA_BOUND", "SPAN_EXTENT", "FDR",
+                            "OUTPUT", "OUTPUT_LEVELS"]
     assert params["INPUT"].type() == "source"
     assert params["INPUT"].dataTypes() == [QgsProcessing.TypeVectorPoint]
     # the radius is in metres whatever the layer's CRS: no parent layer, default unit metres
@@ -150,7 +150,7 @@ def test_dbscan_parameters(plugin):
     assert "privat" in alg.shortHelpString().lower()
     # the privacy-budget ledger: a dataset name (default the declared dataset the input file holds, found from its
     # content) and a ledger file (default the CLI's)
-    assert params["DATASET"].type() == "string" and "declared dataset" in params["DATASET"].description()
+    assert params["DATASET"].type() == "string" and "dataset declared" in params["DATASET"].description()
     assert params["LEDGER"].type() == "file" and params["LEDGER"].behavior() == params["LEDGER"].File
     assert "refused before any point is read" in alg.shortHelpString()
 
@@ -285,3 +285,83 @@ def test_every_dialog_has_the_declared_series_parameters(plugin):
             elif p.name == "timezone":
                 assert q.defaultValue() == p.none_means
         assert "APPEND" not in params and "PER_PERIOD_FILES" not in params
+
+
+def test_every_dialog_has_the_declared_shared_parameters(plugin):
+    """ε, the contribution bounds, the working CRS, the seed, the dataset and the ledger are the library's declared
+    shared parameters (dpgeo.shared_params): the same ε range as every other front end, help, advanced flags."""
+    from dpgeo.declarations.registry import MECHANISMS
+    from dpgeo.shared_params import EPSILON_MAX, PREVIEW_KEYS, shared_offered, shared_param
+    from qgis.core import QgsProcessingParameterDefinition as Def
+
+    eps = shared_param("epsilon")
+    for mech in MECHANISMS:
+        alg, params = _definitions(f"dpgeo:{mech.qgis_id}")
+        offered = [p for p in shared_offered("qgis") if mech.reads is not None or p.name in PREVIEW_KEYS]
+        assert offered and {p.qgis for p in offered} <= set(params), mech.name
+        for p in offered:
+            q = params[p.qgis]
+            assert q.help() == p.help, p.name
+            assert bool(q.flags() & Def.FlagAdvanced) == p.advanced, p.name
+            assert bool(q.flags() & Def.FlagOptional) == (not p.required and p.default is None), p.name
+        q = params[eps.qgis]
+        assert 0 < q.minimum() < 1e-9 and q.maximum() == EPSILON_MAX == eps.maximum, mech.name
+        assert q.defaultValue() == eps.suggested
+    # the hand-written QGIS parameters are few: the rest is generated from the declarations
+    import re
+    from pathlib import Path
+
+    plugin_dir = Path(__file__).resolve().parents[2] / "qgis_plugin" / "dpgeo_qgis"
+    calls = sum(len(re.findall(r"\baddParameter\(", f.read_text())) for f in plugin_dir.glob("*.py"))
+    assert calls <= 12, calls
+
+
+def test_the_noise_preview_outputs_are_the_declared_fields(plugin):
+    """The QGIS noise preview's numbers (outputs and table columns) are the fields its mechanism declares with a
+    column (dpgeo.metadata_fields, Mechanism.outputs), labelled as declared: the plugin names none of them."""
+    from dpgeo.metadata_fields import COMMON_FIELDS
+    from dpgeo.declarations.registry import MECHANISMS
+
+    for mech in (m for m in MECHANISMS if m.reads is None):
+        alg, _ = _definitions(f"dpgeo:{mech.qgis_id}")
+        declared = [f for f in (*COMMON_FIELDS, *mech.outputs) if f.column]
+        assert declared
+        outputs = {o.name(): o.description() for o in alg.outputDefinitions()}
+        for f in declared:
+            assert outputs[f.key.upper()].startswith(f.label), f.key
+        assert [c for _, _, _, c in alg.numbers()] == [f.column for f in declared]
+
+
+@pytest.mark.parametrize("kind", ["heat", "hotspots", "kmeans", "series"])
+def test_the_layer_summary_shows_its_own_fields_labelled(plugin, kind):
+    """What QGIS logs and puts in the layer's abstract: every field labelled as declared (as dpgeo info prints it),
+    the mechanism's own ones included; the plugin names none of them."""
+    import warnings
+
+    import numpy as np
+
+    import dpgeo
+    from dpgeo.metadata_fields import COMMON_FIELDS
+    from dpgeo.declarations.registry import mechanism
+    from dpgeo_qgis.writing import _summary
+
+    rng = np.random.default_rng(0)
+    pts = (rng.uniform(0, 2000, 600), rng.uniform(0, 2000, 600), "EPSG:32615")
+    times = np.array([f"2014-04-{1 + 7 * d:02d}" for d in rng.integers(0, 3, 600)])
+    kw = dict(epsilon=1, domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", ledger=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, name = {
+            "heat": lambda: (dpgeo.heat(pts, cell_m=200, **kw), "dp-heat"),
+            "hotspots": lambda: (dpgeo.hotspots(pts, cell_m=200, **kw), "dp-hotspots"),
+            "kmeans": lambda: (dpgeo.kmeans(pts, k=3, **kw), "dp-kmeans"),
+            "series": lambda: (dpgeo.heat(pts, cell_m=200, time=times, period="week", period_start="2014-03-31",
+                                          period_end="2014-04-21", **kw), "dp-heat"),
+        }[kind]()
+    text = _summary(res, dict(res.metadata, output_crs="EPSG:4326"))
+    own = [f for f in (*mechanism(name).outputs, *(f for f in COMMON_FIELDS if f.section == "Series"))
+           if f.key in res.metadata]
+    assert own
+    for f in own:
+        assert f"\n  {f.label} " in text, (f.key, text)
+    assert "\n  file CRS " in text and "\nOther\n" not in text

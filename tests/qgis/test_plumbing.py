@@ -228,7 +228,7 @@ def test_seed_working_crs_and_sensitivity_are_passed(fake_dpgeo, processing_modu
                                                              SPAN_EXTENT=1),
                                 feedback=feedback)
     _, kwargs = spans.calls[-1]
-    assert kwargs["seed"] == 7 and kwargs["crs"] == "EPSG:26915" and kwargs["sensitivity"] == 3
+    assert kwargs["seed"] == 7 and kwargs["crs"] == "EPSG:26915" and kwargs["max_points_per_record"] == 3
     assert kwargs["histogram"] == "sparse" and kwargs["extent"] == "core"
     assert res["DIFFERENTIALLY_PRIVATE"] is False
     assert any("test seed" in e for e in feedback.errors)
@@ -323,7 +323,7 @@ def test_noise_preview_reads_no_data(monkeypatch, plugin, processing_module, fee
     assert json.loads(res["PREVIEW_JSON"])["kappa"] == 21
     assert res["CORE_THRESHOLD"] == 70.0 and res["EXTENT_THRESHOLD"] == 65.0
     assert "Γ" in html.read_text(encoding="utf-8") and "extent threshold" in html.read_text(encoding="utf-8")
-    assert any("MinPts′" in line and "extent thr." in line for line in feedback.infos)
+    assert any("MinPts′" in line and "extent threshold" in line for line in feedback.infos)
     # the core span extent reaches the library too
     processing_module.run("dpgeo:noisepreview", {
         "EPSILON": 1.0, "RADIUS": 100, "MIN_POINTS": 50, "SPAN_EXTENT": 1,
@@ -448,3 +448,23 @@ def test_person_parameter_mistakes_are_refused_before_reading(fake_dpgeo, proces
     with pytest.raises(QgsProcessingException, match=message):
         processing_module.run("dpgeo:dbscanspans", _params(points_layer, **extra))
     assert spans.calls == []
+
+
+def test_a_weak_epsilon_names_the_layer_so_and_one_above_the_range_is_refused(fake_dpgeo, processing_module,
+                                                                             points_layer):
+    """ε above the declared weak threshold (dpgeo.shared_params): the loaded layer's name says so; ε above the
+    declared range is refused by the dialog's own check, before the library is called."""
+    from dpgeo.shared_params import EPSILON_MAX, WEAK_EPSILON
+    from qgis.core import QgsProcessingException, QgsProject
+
+    spans, _ = fake_dpgeo
+    res = processing_module.runAndLoadResults("dpgeo:dbscanspans", _params(points_layer, EPSILON=WEAK_EPSILON * 2))
+    try:
+        name = QgsProject.instance().mapLayer(res["OUTPUT"]).name()
+        assert name == f"DP-DBSCAN cluster spans (ε={WEAK_EPSILON * 2}, differentially private, WEAK ε)", name
+    finally:
+        QgsProject.instance().removeAllMapLayers()
+    n = len(spans.calls)
+    with pytest.raises(QgsProcessingException):
+        processing_module.run("dpgeo:dbscanspans", _params(points_layer, EPSILON=EPSILON_MAX * 1.5))
+    assert len(spans.calls) == n

@@ -127,7 +127,7 @@ def test_processes_describe_their_inputs_with_json_schema(svc):
     assert {p["id"] for p in anon["processes"]} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans", "dp-heat",
                                                       "dp-hotspots", "noise-preview", "cells-preview"}
     d = client(svc).get("/processes/dp-dbscan-spans").json()
-    assert d["inputs"]["epsilon"]["schema"] == {"type": "number", "minimum": 0.001, "maximum": 100}
+    assert d["inputs"]["epsilon"]["schema"] == {"type": "number", "exclusiveMinimum": 0, "maximum": 100}
     assert d["inputs"]["min_points"]["schema"]["type"] == "integer"
     assert d["inputs"]["beta"]["schema"]["default"] == 0.05
     assert d["inputs"]["gamma"]["schema"]["enum"] == ["laplace", "exact"]
@@ -173,7 +173,7 @@ def test_unknown_and_ungranted_datasets_get_the_same_answer(svc):
 def test_inputs_are_checked_against_their_bounds_before_any_work(svc):
     c = client(svc, "alice")
     bad = [
-        ({"dataset": "stops", "epsilon": 0, "radius_m": 300, "min_points": 40}, "must be >= 0.001"),
+        ({"dataset": "stops", "epsilon": 0, "radius_m": 300, "min_points": 40}, "must be > 0"),
         ({"dataset": "stops", "epsilon": 7, "radius_m": 300, "min_points": 40}, "must be <= 6"),  # > the total
         ({"dataset": "stops", "epsilon": "1", "radius_m": 300, "min_points": 40}, "must be a number"),
         ({"dataset": "stops", "epsilon": True, "radius_m": 300, "min_points": 40}, "must be a number"),

@@ -199,9 +199,41 @@ def test_a_patterned_input_is_told_its_own_rule_without_its_value():
     assert "control characters" in str(info.value) and "9f3e" not in str(info.value)
 
 
+class _Clock:
+    """The job manager's clock and sleep, in the test's hands: a job 'runs' by moving the clock on, and the padding
+    the manager sleeps is recorded, so what is checked is the manager's arithmetic, never this machine's speed."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.slept = []
+
+    def monotonic(self):
+        return self.now
+
+    def strftime(self, *args):
+        return time.strftime(*args)
+
+    async def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    """Every job manager of this file runs on a :class:`_Clock`."""
+    from dpgeo.server import manager
+
+    c = _Clock()
+    fake_asyncio = type("asyncio", (), {"Semaphore": asyncio.Semaphore, "get_running_loop": asyncio.get_running_loop,
+                                        "sleep": staticmethod(c.sleep), "Task": asyncio.Task})
+    monkeypatch.setattr(manager, "time", c)
+    monkeypatch.setattr(manager, "asyncio", fake_asyncio)
+    return c
+
+
 def _manager(tmp_path, run_seconds, **settings):
-    """A job manager whose jobs 'run' for ``run_seconds`` in a thread (no worker process), with a real job store,
-    ledger and releases folder."""
+    """A job manager whose jobs 'run' for ``run_seconds`` of the test's clock in a thread (no worker process), with
+    a real job store, ledger and releases folder."""
     from dpgeo.budget import Ledger
     from dpgeo.server import jobs, manager
     from dpgeo.server.config import ServerSettings
@@ -214,7 +246,7 @@ def _manager(tmp_path, run_seconds, **settings):
     m._slots = asyncio.Semaphore(settings.workers)
 
     def fake_execute(job_id, spec):
-        time.sleep(run_seconds)
+        manager.time.now += run_seconds
         return {"ok": True, "release_id": "0" * 32, "log": "x"}
 
     m._execute = fake_execute
@@ -224,9 +256,12 @@ def _manager(tmp_path, run_seconds, **settings):
 def _timed_job(m, store, job_id="a" * 32):
     async def run():
         store.create(job_id, analyst="alice", process_id="p", dataset="d", inputs={})
-        t0 = time.monotonic()
+        clock = manager.time
+        t0 = clock.monotonic()
         out = await m.submit(job_id, "alice", {"analyst": "alice", "dataset": {"name": "d"}})
-        return out, time.monotonic() - t0
+        return out, clock.monotonic() - t0
+
+    from dpgeo.server import manager
 
     return asyncio.run(run())
 
@@ -235,16 +270,18 @@ def test_jobs_are_padded_to_min_job_seconds(tmp_path):
     """With min_job_seconds, a job's answer never comes sooner, whatever the run took."""
     m, store = _manager(tmp_path, 0.0, min_job_seconds=0.6, job_quantum_seconds=0)
     out, took = _timed_job(m, store)
-    assert out["ok"] and took >= 0.6 and store.get("a" * 32)["status"] == "successful"
+    assert out["ok"] and took == pytest.approx(0.6) and store.get("a" * 32)["status"] == "successful"
 
 
 @pytest.mark.parametrize("run_seconds, answered", [(0.05, 0.5), (0.4, 0.5), (0.6, 1.0)])
-def test_job_time_is_rounded_up_to_the_quantum(tmp_path, run_seconds, answered):
+def test_job_time_is_rounded_up_to_the_quantum(tmp_path, run_seconds, answered, clock):
     """A job is answered (and recorded) at the next multiple of job_quantum_seconds, so runs of different lengths
-    within one quantum cannot be told apart by their time."""
+    within one quantum cannot be told apart by their time. (On the test's clock: the machine's load cannot change
+    the answer.)"""
     m, store = _manager(tmp_path, run_seconds, job_quantum_seconds=0.5)
     out, took = _timed_job(m, store)
-    assert out["ok"] and answered <= took < answered + 0.25, took
+    assert out["ok"] and took == pytest.approx(answered), took
+    assert clock.slept == [pytest.approx(answered - run_seconds)]
     assert store.get("a" * 32)["status"] == "successful"
 
 
@@ -265,7 +302,7 @@ def test_a_worker_that_cannot_be_started_fails_its_job_padded_and_settled(tmp_pa
     m.claim("a" * 32, "alice")
     out, took = asyncio.run(_run_job(m, store, spec))
     job = store.get("a" * 32)
-    assert not out["ok"] and out["error"]["type"].endswith("release-failed") and took >= 0.3
+    assert not out["ok"] and out["error"]["type"].endswith("release-failed") and took == pytest.approx(0.3)
     assert job["status"] == "failed" and job["charge"] == "none" and job["error"] == out["error"]
     assert "fork-detail-7d1e" not in out["log"] and "fork-detail-7d1e" not in str(out["error"])
     assert "fork-detail-7d1e" in (tmp_path / "owner.log").read_text(encoding="utf-8")
@@ -292,10 +329,12 @@ def test_a_job_whose_settling_raises_is_still_closed(tmp_path):
 
 
 async def _run_job(m, store, spec, job_id="a" * 32):
+    from dpgeo.server import manager
+
     store.create(job_id, analyst="alice", process_id="p", dataset="d", inputs={})
-    t0 = time.monotonic()
+    t0 = manager.time.monotonic()
     out = await m.submit(job_id, "alice", spec)
-    return out, time.monotonic() - t0
+    return out, manager.time.monotonic() - t0
 
 
 def test_the_default_job_time_quantum_is_on():

@@ -249,7 +249,9 @@ def test_a_restart_publishes_what_was_recorded_and_removes_what_was_not(tmp_path
 
 def test_releases_with_and_without_points_take_the_same_quantised_time(svc):
     """With the default quantum, a release on a dataset with no point in the study area and one with all of them
-    are answered at whole multiples of the quantum (on an idle machine, the same one)."""
+    are answered no sooner than the quantum. (That they end at a whole multiple of it is checked on the job
+    manager's own clock, test_job_time_is_rounded_up_to_the_quantum: here the way back of an answer on a loaded
+    machine would decide.)"""
     from dpgeo.server.config import DEFAULT_JOB_QUANTUM_S as q
 
     c = Client(svc["server"].url, TOKENS["alice"])
@@ -259,8 +261,8 @@ def test_releases_with_and_without_points_take_the_same_quantised_time(svc):
         r = c.execute("dp-dbscan-spans", dict(SPANS, dataset=name))
         times[name].append(time.monotonic() - t0)
         assert r.status_code == 200, r.text
-    for t in times["a"] + times["far"]:  # (the answer's own way back may take a while on a busy machine)
-        assert t >= q and (t % q) < q / 2, times
+    for t in times["a"] + times["far"]:  # a lower bound only: a sleep is never shorter, a loaded machine slower
+        assert t >= q, times
 
 
 def test_a_body_nested_20000_deep_is_a_400_without_a_traceback(svc):

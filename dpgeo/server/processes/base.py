@@ -43,10 +43,13 @@ def dataset_input():
 
 
 def epsilon_input():
+    """ε's input description, from its declaration (:mod:`dpgeo.shared_params`): the same range everywhere."""
+    from ...shared_params import shared_param
+
+    p = shared_param("epsilon")
     return {"title": "Privacy budget ε",
-            "description": "The ε this release spends from the dataset's total budget (the whole release is ε-DP, "
-                           "δ = 0). Smaller ε: more noise, more privacy.",
-            "schema": {"type": "number", "minimum": 0.001, "maximum": 100}, "minOccurs": 1, "maxOccurs": 1}
+            "description": p.help + " The ε this release spends from the dataset's total budget.",
+            "schema": p.schema("service"), "minOccurs": 1, "maxOccurs": 1}
 
 
 def title_input():

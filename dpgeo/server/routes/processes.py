@@ -80,8 +80,29 @@ async def execute(pid: str, request: Request):
     except (ParameterError, DpgeoError) as exc:
         raise ApiError.invalid(str(exc)) from None
     if not p.spends_budget:
-        return await _inline(svc, p, params, ds, outputs, raw)
-    return await _release(request, svc, p, analyst, params, ds, outputs, raw)
+        response = await _inline(svc, p, params, ds, outputs, raw)
+    else:
+        response = await _release(request, svc, p, analyst, params, ds, outputs, raw)
+    warning = weak_epsilon_header(params.get("epsilon"))
+    if warning:  # a data owner allowed an ε above the weak threshold: the caller is told, as on every front end
+        response.headers["Dpgeo-Warning"] = warning
+    return response
+
+
+def weak_epsilon_header(epsilon) -> str | None:
+    """The ``Dpgeo-Warning`` header of a request whose ε is weak (dpgeo.shared_params), in ASCII.
+
+    >>> weak_epsilon_header(1) is None, weak_epsilon_header(20)[:34]
+    (True, 'epsilon = 20 is above 10: a weak g')
+    """
+    from ...shared_params import epsilon_warning
+
+    text = epsilon_warning(epsilon)
+    if text is None:
+        return None
+    for a, b in (("ε", "epsilon"), ("≈", "~"), ("≤", "<="), ("“", '"'), ("”", '"')):
+        text = text.replace(a, b)
+    return text.encode("ascii", "replace").decode("ascii")
 
 
 async def _inline(svc, p, params, ds, outputs, raw):
