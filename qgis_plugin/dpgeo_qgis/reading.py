@@ -57,9 +57,10 @@ def read_points_timed(source, feedback, *, start=0.0, span=_READ, person_field=N
     Only geometries are read (plus the ``person_field`` attribute if one is
     named; no validity checks). Plain points are read directly; anything else
     (multipoints, curves in a point layer) is decoded in bulk with shapely.
-    Single-part multipoints are accepted; a feature with several points
-    raises, because each feature must be one record. Features without
-    geometry are counted in ``n_null``; with a ``person_field``, features
+    Single-part multipoints are accepted; a feature with several points, or
+    of another geometry type, is skipped alone (one record never decides how
+    the others are read, nor whether the run succeeds). Such features and
+    those without geometry are counted in ``n_null``; with a ``person_field``, features
     whose person is NULL are skipped and counted in ``n_no_person``, and
     ``person`` is an object array aligned with ``x`` and ``y`` (else None).
     A seventh item: with a ``time_field``, the time of each point as the
@@ -128,18 +129,12 @@ def read_points_timed(source, feedback, *, start=0.0, span=_READ, person_field=N
         import shapely
 
         geoms = shapely.from_wkb(np.asarray(others, dtype=object))
-        if not np.all(shapely.get_type_id(geoms) == 4):  # 4 = MultiPoint
-            raise QgsProcessingException(tr("The input layer must contain points only."))
-        parts = shapely.get_num_geometries(geoms)
-        if parts.max() > 1:
-            raise QgsProcessingException(
-                tr("{} features of the input layer are multipoints with more than one point ({}). Each "
-                   "feature must be one point (one record). Run 'Multipart to singleparts' first, and if one "
-                   "record can have several points set 'Maximum points per record'.").format(
-                    int((parts > 1).sum()), tr(EXACT_LABEL))
-            )
+        # one record is read alone: a feature that is not one point (another geometry type, a multipoint of
+        # several points) is skipped and counted, never a reason to refuse the others (one record in, at most
+        # one record out; docs/privacy.md, "The reader's part")
+        parts = np.where(shapely.get_type_id(geoms) == 4, shapely.get_num_geometries(geoms), 0)
         nonempty = parts == 1
-        n_null += int((~nonempty).sum())
+        n_null += int((~nonempty).sum())  # NULL, empty, not a point, or several points
         coords = shapely.get_coordinates(geoms[nonempty])
         x = np.concatenate([x, coords[:, 0]])
         y = np.concatenate([y, coords[:, 1]])
