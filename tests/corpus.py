@@ -45,7 +45,11 @@ def _check_message(message: str, must_mention=(), private=PRIVATE_MARKERS):
         assert value not in message, f"a record value {value!r} is in the message: {message!r}"
     low = message.lower()
     for word in must_mention:
-        assert word.lower() in low, f"{word!r} not in the message: {message!r}"
+        # the command line names an option as typed (radius_m: --radius): either form names it
+        from dpgeo.cli import command_line_words
+
+        assert word.lower() in low or command_line_words(word).lower() in low, \
+            f"{word!r} not in the message: {message!r}"
 
 
 @dataclass

@@ -87,7 +87,8 @@ RUNS = {
 def test_an_epsilon_outside_the_noise_range_is_refused_before_reading_and_charging(tmp_path, run, eps):
     ledger = tmp_path / "l.sqlite"
     missing = tmp_path / "not_read.csv"  # a run that got as far as reading would say that it does not exist
-    with pytest.raises(ParameterError, match="the (smallest|largest)") as exc:
+    # below the sampler's range: its own refusal; above 100: the declared ε range (dpgeo.shared_params)
+    with pytest.raises(ParameterError, match=r"the (smallest|largest)|must be a number in \(0, 100\]") as exc:
         RUNS[run](str(missing), eps, domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615", crs="EPSG:32615",
                   dataset="pts", ledger=ledger)
     assert "\n" not in str(exc.value)
@@ -96,15 +97,19 @@ def test_an_epsilon_outside_the_noise_range_is_refused_before_reading_and_chargi
 
 @pytest.mark.parametrize("eps", [1e-15, 1000.0, 1e6])
 def test_preview_refuses_an_epsilon_outside_the_noise_range_with_one_line(eps):
-    with pytest.raises(ParameterError, match="the (smallest|largest)"):
+    with pytest.raises(ParameterError, match=r"the (smallest|largest)|must be a number in \(0, 100\]"):
         dpgeo.noise_preview(epsilon=eps, radius_m=100, min_points=30, domain=(-93.33, 44.89, -93.19, 45.05))
 
 
 def test_the_largest_supported_epsilon_still_runs_every_mechanism():
+    from dpgeo.shared_params import shared_param
+
+    largest = shared_param("epsilon").maximum  # the declared range's end, inside the sampler's
+    assert largest <= float(noise.RATE_MAX)
     rng = np.random.default_rng(0)
     pts = (rng.normal(500, 30, 2000), rng.normal(500, 30, 2000), "EPSG:32615")
     for run in RUNS.values():
-        res = run(pts, float(noise.RATE_MAX), domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615",
+        res = run(pts, float(largest), domain=(0, 0, 2000, 2000), domain_crs="EPSG:32615",
                   crs="EPSG:32615", ledger=False)
         assert res.differentially_private
 
@@ -123,5 +128,5 @@ def test_cli_refuses_a_huge_epsilon_in_one_line_without_reading_or_charging(tmp_
                         "--domain=-93.33,44.89,-93.19,45.06", *command[1:]], capture_output=True, text=True,
                        check=False)
     assert p.returncode == 2, p.stderr
-    assert p.stderr.count("\n") == 1 and "largest the noise supports" in p.stderr
+    assert p.stderr.count("\n") == 1 and "must be a number in (0, 100]" in p.stderr
     assert "math domain error" not in p.stderr and not ledger.exists()

@@ -285,7 +285,7 @@ def test_cli_person_cap_with_a_real_file(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--epsilon", "1", "--k", "0"], "k (number of clusters) must be an integer"),
-    (["--epsilon", "1", "--k", "3", "--layer-share", "1.5"], "layer_share"),
+    (["--epsilon", "1", "--k", "3", "--layer-share", "1.5"], "--layer-share"),
     (["--epsilon", "-1", "--k", "3"], "epsilon"),
     (["--epsilon", "1", "--k", "3", "--max-points-per-person", "2"], "needs person"),
     (["--epsilon", "1", "--k", "3", "--domain", None], "no study area"),

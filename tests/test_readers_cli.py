@@ -222,3 +222,24 @@ def test_ctrl_c_stops_cleanly_without_output(tmp_path):
     assert "interrupted; no output written" in err and "Traceback" not in err
     assert not out.exists()
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".dpgeo-")]
+
+
+def test_a_geopackage_with_its_qgis_style_is_one_layer(tmp_path):
+    """A point GeoPackage saved with a default style (QGIS's and dpgeo's ``layer_styles`` table) is read as its
+    one layer of points: the style table is not a layer to choose between."""
+    import sqlite3
+
+    import geopandas as gpd
+    import numpy as np
+
+    import dpgeo
+
+    rng = np.random.default_rng(0)
+    g = gpd.GeoDataFrame(geometry=gpd.points_from_xy(rng.uniform(-93.3, -93.2, 200), rng.uniform(44.9, 45.0, 200)),
+                         crs=4326)
+    path = tmp_path / "pts.gpkg"
+    g.to_file(path, layer="pts")
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE layer_styles (id INTEGER PRIMARY KEY, f_table_name TEXT, styleQML TEXT)")
+    res = dpgeo.heat(str(path), epsilon=1.0, cell_m=500, domain=(-93.3, 44.9, -93.2, 45.0), ledger=False, seed=1)
+    assert int(res.layer["dp_count_raw"].sum()) > 150

@@ -31,13 +31,21 @@ from .sources import DEFAULT_BATCH_ROWS, PointSource
 __all__ = ["GdalSource", "FionaSource"]
 
 
+#: Tables without geometry that GIS tools add to a file beside its layers (QGIS's and dpgeo's default styles):
+#: never taken for the layer of points when no --layer is given.
+STYLE_TABLES = ("layer_styles",)
+
+
 def _layers(path):
+    """The layers of ``path``, without the style tables GIS tools add (a GeoPackage saved with its QGIS style
+    is still a one-layer file)."""
     import pyogrio
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return [str(n) for n in pyogrio.list_layers(path)[:, 0]]
+            listed = pyogrio.list_layers(path)
+            return [str(n) for n, geom in listed if not (geom is None and str(n) in STYLE_TABLES)]
     except Exception as exc:
         raise InputError(f"cannot read {path!r} as a vector layer: {input_error_text(exc, path)}") from None
 
@@ -287,6 +295,7 @@ class FionaSource(PointSource):
             layers = fiona.listlayers(path)
         except Exception as exc:
             raise InputError(f"cannot read {path!r} as a vector layer: {input_error_text(exc, path)}") from None
+        layers = [n for n in layers if n not in STYLE_TABLES]
         layer = self._layer
         if layer is None and len(layers) > 1:
             raise InputError(f"{name} has {len(layers)} layers ({', '.join(layers[:10])}); choose one with "
