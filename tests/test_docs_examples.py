@@ -4,7 +4,8 @@ declare (as tests/test_install_docs.py does for the install commands).
 What counts as an example: every ``dpgeo`` command of a ``sh`` block (with the variables set before it in
 its block), and README's Python blocks. Left out, each for its reason: transcripts (lines that start with
 ``$ ``, shown with their output), commands with an elided part (``...``), commands on data that is not in
-the clone by design (``--scheduler``: the user's own cluster and files; ``dpgeo serve``: a service), and
+the clone by design (``--scheduler``: the user's own cluster and files; ``dpgeo serve``: a service;
+``postgresql://``: the user's own database), and
 benchmark commands (``benchmarks/``; their own README runs them).
 
 README's examples run after ``./dev/run-sample`` as the README says (its three releases of ε 1 are
@@ -35,6 +36,7 @@ _BLOCK = re.compile(r"^```(?P<lang>[a-z]*)\n(?P<body>.*?)^```", re.S | re.M)
 _ASSIGN = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S+\s*)+$")
 #: Commands on purpose not run: why.
 _LEFT_OUT = {"...": "an elided part", "--scheduler": "the user's own cluster and files",
+             "postgresql://": "the user's own database (tests/test_postgis_*.py run them on a throwaway server)",
              "dpgeo serve": "a service", "benchmarks/": "a benchmark"}
 #: Options whose value is an input file.
 _INPUT_OPTIONS = {"--domain", "--file"}

@@ -115,7 +115,7 @@ class DpgeoAlgorithmBase(ParametersMixin, LedgerMixin, ReadingMixin, RunningMixi
         except Cancelled:
             raise QgsProcessingException(self.tr("Cancelled by the user; nothing was written.")) from None
         if n_null:
-            feedback.pushInfo(exact(self.tr("{} features without one point as geometry (NULL, empty, another geometry type, or a multipoint of several points) were skipped.").format(n_null)))
+            feedback.pushInfo(exact(self.tr("{} features without a point geometry were skipped.").format(n_null)))
         if n_no_person:
             feedback.pushInfo(exact(self.tr("{} features without a person (NULL in {!r}) were skipped.").format(
                 n_no_person, person_field)))

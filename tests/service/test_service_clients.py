@@ -81,7 +81,7 @@ def test_owslib_processes_lists_describes_and_executes(svc, release, owslib_head
 
     p = Processes(svc["server"].url, headers={"Authorization": f"Bearer {TOKEN}"})
     assert {x["id"] for x in p.processes()} == {"dp-dbscan-spans", "dp-wavecluster", "dp-kmeans", "dp-heat",
-                                                "dp-hotspots", "noise-preview"}
+                                                "dp-hotspots", "noise-preview", "cells-preview"}
     desc = p.process("dp-dbscan-spans")
     assert desc["inputs"]["dataset"]["schema"]["enum"] == ["stops"]
     assert desc["inputs"]["radius_m"]["schema"]["exclusiveMinimum"] == 0
