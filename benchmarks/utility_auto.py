@@ -81,7 +81,7 @@ def public_box(x, y):
             math.ceil(x.max() / u) * u, math.ceil(y.max() / u) * u)
 
 
-def load_sets(names=None, synthetic=False):
+def load_sets(names=None, synthetic=False, categories=0):
     import pandas as pd
 
     out = {}
@@ -98,6 +98,116 @@ def load_sets(names=None, synthetic=False):
         for name, v in synthetic_battery().items():
             if not names or name in names:
                 out[name] = v
+    if categories:
+        for name, v in generated_categories(categories).items():
+            if not names or name in names or name.rsplit("_", 1)[0] in names:
+                out[name] = v
+    return out
+
+
+# -- the generated categories of the failure classes (10 km box, fixed seed) ----------------------------
+
+#: The study area of every generated category: a 10 km box, metres.
+CATEGORY_BOX = (0.0, 0.0, 10_000.0, 10_000.0)
+CATEGORIES = ("small", "trails", "gradient", "city")
+
+
+def generated_categories(per_category=4, seed=20261128):
+    """``per_category`` sets of each failure class, points in metres in :data:`CATEGORY_BOX`.
+
+    * ``small``: 2-5 compact groups of 30-150 points (s.d. 40-250 m; centres at least 3 (s.d. + s.d.) apart)
+      in a square of 1.5-9 km somewhere in the box; <= 300 points.
+    * ``trails``: 2-5 random-walk trails (steps of 25 m, smooth turns), 500-3,000 points each, 15 m across.
+    * ``gradient``: 3-5 separated bands whose density falls tenfold from one end to the other.
+    * ``city``: 4-12 dense blocks (150-400 m, 150-600 points) and 2-4 sparse suburbs (1.5-3 km, 300-1,500
+      points) apart from them, each a cluster.
+
+    Every set is returned as ``(x, y, label, box)`` (label 0: background).
+    """
+    rng = np.random.default_rng(seed)
+    X0, Y0, X1, Y1 = CATEGORY_BOX
+
+    def centres(k, gap, margin):
+        c = []
+        while len(c) < k:
+            p = rng.uniform(margin, X1 - margin, 2)
+            if all(np.hypot(*(p - d)) > gap for d in c):
+                c.append(p)
+        return np.array(c)
+
+    def small():
+        while True:
+            k = int(rng.integers(2, 6))
+            sizes = rng.integers(30, 151, k)
+            if sizes.sum() <= 300:
+                break
+        sd = rng.uniform(40, 250, k)
+        side = rng.uniform(1500, 9000)  # the groups lie in a square of this side somewhere in the box
+        o = rng.uniform(500, X1 - 500 - side, 2)
+        c = []
+        while len(c) < k:
+            p = o + rng.uniform(0, side, 2)
+            if all(np.hypot(*(p - d)) > 3 * (sd[len(c)] + sd[i]) for i, d in enumerate(c)):
+                c.append(p)
+        c = np.array(c)
+        lab = np.repeat(np.arange(k), sizes)
+        xy = c[lab] + rng.normal(0, 1, (lab.size, 2)) * sd[lab, None]
+        return xy[:, 0], xy[:, 1], lab + 1
+
+    def trails():
+        k = int(rng.integers(2, 6))
+        xs, ys, ls = [], [], []
+        for j in range(k):
+            n = int(rng.integers(500, 3001))
+            steps = 240
+            ang = np.cumsum(rng.normal(0, 0.25, steps)) + rng.uniform(0, 2 * np.pi)
+            p = rng.uniform(2500, 7500, 2)
+            path = p + np.cumsum(np.c_[np.cos(ang), np.sin(ang)] * 25.0, axis=0)
+            path = np.clip(path, 200, X1 - 200)
+            t = rng.uniform(0, steps - 1, n)
+            i = t.astype(int)
+            f = (t - i)[:, None]
+            pts = path[i] * (1 - f) + path[np.minimum(i + 1, steps - 1)] * f + rng.normal(0, 15, (n, 2))
+            xs.append(pts[:, 0]); ys.append(pts[:, 1]); ls.append(np.full(n, j + 1))
+        return np.concatenate(xs), np.concatenate(ys), np.concatenate(ls)
+
+    def gradient():
+        k = int(rng.integers(3, 6))
+        ys = np.linspace(1500, 8500, k)
+        xs, yy, ls = [], [], []
+        for j in range(k):
+            n = int(rng.integers(800, 4000))
+            u = rng.uniform(0, 1, n)
+            x = 1000 + 8000 * (10.0 ** u - 1) / 9  # density ∝ 1/(1 + 9t), t in [0, 1]: tenfold along the band
+            if j % 2:
+                x = X1 - x
+            y = ys[j] + rng.uniform(-350, 350, n)
+            xs.append(x); yy.append(y); ls.append(np.full(n, j + 1))
+        return np.concatenate(xs), np.concatenate(yy), np.concatenate(ls)
+
+    def city():
+        kb, ks = int(rng.integers(4, 13)), int(rng.integers(2, 5))
+        c = centres(kb + ks, 1000, 700)
+        xs, ys, ls = [], [], []
+        for j in range(kb + ks):
+            if j < kb:
+                n, half = int(rng.integers(150, 601)), rng.uniform(75, 200)
+                pts = c[j] + rng.uniform(-half, half, (n, 2))
+            else:
+                n, sd = int(rng.integers(300, 1501)), rng.uniform(400, 800)
+                pts = c[j] + rng.normal(0, sd, (n, 2))
+            xs.append(pts[:, 0]); ys.append(pts[:, 1]); ls.append(np.full(n, j + 1))
+        x, y, lab = np.concatenate(xs), np.concatenate(ys), np.concatenate(ls)
+        # suburbs over blocks: a point belongs to the group it was drawn from; clip to the box
+        return np.clip(x, 1, X1 - 1), np.clip(y, 1, Y1 - 1), lab
+
+    makers = {"small": small, "trails": trails, "gradient": gradient, "city": city}
+    out = {}
+    for cat in CATEGORIES:
+        for i in range(per_category):
+            x, y, lab = makers[cat]()
+            ok = (x > X0) & (x < X1) & (y > Y0) & (y < Y1)
+            out[f"gen_{cat}_{i}"] = (x[ok], y[ok], lab[ok], CATEGORY_BOX)
     return out
 
 
@@ -298,18 +408,19 @@ def run(args):
     from dpgeo.evaluation import adjusted_rand_index
 
     names = set(args.sets.split(",")) if args.sets else None
-    data = load_sets(names, args.synthetic)
+    data = load_sets(names, args.synthetic, args.categories)
     if args.validation_only:  # the sets the defaults were chosen on (the defaults' table of docs/results.md)
-        data = {k: v for k, v in data.items() if k not in REPRODUCTION}
+        data = {k: v for k, v in data.items() if k.startswith(("syn_", "gen_"))}
     seeds = list(range(args.seeds))
     refs = json.loads(Path(args.ref_cache).read_text()) if args.ref_cache and Path(args.ref_cache).exists() else {}
     out = {"settings": {"epsilons": args.eps, "seeds": seeds, "box_rule": public_box.__doc__, "auto": args.auto},
            "sets": {}}
     t0 = time.perf_counter()
-    for name, (x, y, lab) in data.items():
-        box = public_box(x, y)
+    for name, v in data.items():
+        x, y, lab = v[:3]
+        box = v[3] if len(v) > 3 else public_box(x, y)
         rec = out["sets"][name] = {"n": int(x.size), "k": int(np.unique(lab[lab > 0]).size), "box": box,
-                                   "validation": name not in REPRODUCTION, "eps": {}}
+                                   "validation": name.startswith(("syn_", "gen_")), "eps": {}}
         if name in refs:  # the non-private references depend on the data alone
             ref, alpha, mp, hdb = refs[name]
         else:
@@ -345,7 +456,7 @@ def report(out):
     head = ["set", "n", "k", "DBSCAN best (ε=∞)", "HDBSCAN (ε=∞)"]
     for e in epss:
         head += [f"auto ε={e:g}"] + ([f"oracle ε={e:g}"] if has_oracle else [])
-    lines.append(f"Mean ARI over {len(out['settings']['seeds'])} seeds (v: a validation set; "
+    lines.append(f"Mean ARI over {len(out['settings']['seeds'])} seeds (v: a generated set, where rules are chosen; "
                  "bold: auto at least 0.8× DBSCAN best)\n")
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
@@ -363,8 +474,16 @@ def report(out):
                  "mean of the ratio to DBSCAN best)\n")
     lines.append("| sets | ε | auto | auto ≥ 0.8× | auto / DBSCAN | oracle | oracle ≥ 0.8× | HDBSCAN | DBSCAN |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
-    groups = {"all": list(sets), "validation": [n for n, r in sets.items() if r["validation"]],
-              "reproduction": [n for n, r in sets.items() if not r["validation"]]}
+    labelled = [n for n, r in sets.items() if not r["validation"]]
+    gen = [n for n, r in sets.items() if r["validation"]]
+    groups = {"held-out: labelled": labelled,
+              "held-out: labelled, reproduction": [n for n in labelled if n in REPRODUCTION]}
+    for cat in CATEGORIES:
+        groups[f"generated: {cat}"] = [n for n in gen if n.startswith(f"gen_{cat}_")]
+    groups["generated: battery"] = [n for n in gen if n.startswith("syn_")]
+    groups["generated: all"] = gen
+    groups["small data (<= 300 points)"] = [n for n, r in sets.items() if r["n"] <= 300]
+    groups["all"] = list(sets)
     for gname, members in groups.items():
         if not members:
             continue
@@ -396,6 +515,8 @@ def main(argv=None):
     ap.add_argument("--synthetic", action="store_true", help="add the synthetic validation battery")
     ap.add_argument("--validation-only", action="store_true",
                     help="only the validation sets (leave out the reproduction sets, which chose nothing)")
+    ap.add_argument("--categories", type=int, default=0, metavar="N",
+                    help="add N generated sets of each failure class (small, trails, gradient, city)")
     ap.add_argument("--no-oracle", action="store_true", help="skip the best-of-grid DP-DBSCAN (the slow part)")
     ap.add_argument("--auto", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting of the auto mechanism to change (repeatable)")

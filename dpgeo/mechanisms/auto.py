@@ -33,6 +33,7 @@ from .levels import (
     density_levels,
     sum_noise_sd,
 )
+from .concentration import CONCENTRATION_SHARE, OCCUPIED_MASS_SHARE, concentration_budget, occupied_width
 from .resolution import (
     AUTO_MAX_CELLS,
     POINTS_PER_NOISE_SD,
@@ -110,7 +111,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      sensitivity: int = 1, fdr: float = DEFAULT_FDR, extent: str = "grown",
                      total_share: float = TOTAL_SHARE, rho: float = POINTS_PER_NOISE_SD,
                      max_cells: int = AUTO_MAX_CELLS, beta: float = 0.05, selection: str = "eom",
-                     min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS) -> AutoSpans:
+                     min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS,
+                     concentration_share: float = CONCENTRATION_SHARE,
+                     occupied_mass_share: float = OCCUPIED_MASS_SHARE) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -156,11 +159,23 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     (2, True)
     """
     src = rng
-    eps0, eps1 = auto_budget(epsilon, total_share)
+    eps0, eps_h = auto_budget(epsilon, total_share)
+    eps_c, eps1 = concentration_budget(eps_h, concentration_share) if concentration_share > 0 else (0.0, eps_h)
     n = int(np.asarray(count, dtype=np.int64).sum())
     n_hat = release_total(n, epsilon=eps0, sensitivity=sensitivity, rng=src)
     factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
                               rho=rho, max_cells=max_cells)
+    uniform_factor, occ_info = factor, {}
+    if eps_c > 0:  # where the points are: an occupancy histogram on the uniform rule's grid
+        g_u = coarse_grid(fine.area, fine.cell_m, factor)
+        ids, counts = coarsen_counts(fine, cell_id, count, g_u, factor)
+        hist_c = dense_histogram(g_u, ids, counts, epsilon=eps_c, sensitivity=sensitivity, rng=src)
+        del ids, counts
+        sd1 = math.sqrt(discrete_laplace_variance(discrete_laplace_q(eps1, sensitivity)))
+        width, occ_info = occupied_width(hist_c, n_hat, final_sd=sd1, rho=rho, mass_share=occupied_mass_share)
+        if width is not None:
+            k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
+            factor = int(min(factor, max(k_min, round(width / fine.cell_m))))
     grid = coarse_grid(fine.area, fine.cell_m, factor)
     ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
     hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
@@ -175,7 +190,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         "points_per_noise_sd": rho,
         "noisy_total": int(n_hat),
         "epsilon_total": eps0,
+        "epsilon_occupancy": eps_c,
         "epsilon_histogram": eps1,
+        "uniform_cell_width_m": uniform_factor * fine.cell_m,
+        **occ_info,
         "total_share": total_share,
         "fine_cell_width_m": fine.cell_m,
         "coarsening_factor": factor,

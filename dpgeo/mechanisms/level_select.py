@@ -17,7 +17,7 @@ from ..errors import ParameterError
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
-           "select_clusters"]
+           "select_clusters", "separate_clusters"]
 
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
 EXTENTS = ("grown", "core")
@@ -242,6 +242,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         else:
             pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(g, tree.cell_id, offsets)
             label = grow_labels(tree.cell_id.size, pairs, label, steps=grow_steps)
+    label = separate_clusters(tree.grid, tree.cell_id, label, core, offsets=offsets)
     inside = label > 0
     # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
     flat = np.zeros(starts.size, dtype=np.int64)
@@ -371,3 +372,36 @@ def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -
     return out
 
 
+
+
+def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.ndarray, offsets=BOX_OFFSETS):
+    """No two clusters share a boundary: a grown cell next to a cell of another cluster is left out.
+
+    ``cell_id`` (sorted flat ids), their ``label`` (0: none) and ``core``
+    (cells of a cluster's own component, never adjacent to another cluster's:
+    two chosen clusters are disjoint components of the level sets at their
+    births). Every grown (not core) cell that is a neighbour (``offsets``) of a
+    cell with another label is unlabelled; after that no two cells of
+    different clusters are neighbours, so the clusters' polygons are apart by
+    at least one cell (the levels layer keeps the finer structure).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 60, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> lab = np.array([1, 1, 1, 2, 2, 2]); core = np.array([1, 1, 0, 0, 1, 1], bool)
+    >>> separate_clusters(g, np.arange(6), lab, core).tolist()
+    [1, 1, 0, 0, 2, 2]
+    """
+    label = np.asarray(label, dtype=np.int64).copy()
+    on = np.flatnonzero(label > 0)
+    if on.size == 0 or int(label.max()) == int(label[on].min()):
+        return label
+    a, b = adjacent_pairs(grid, cell_id[on], offsets)
+    a, b = on[a], on[b]
+    clash = label[a] != label[b]
+    drop = np.r_[a[clash], b[clash]]
+    drop = drop[~np.asarray(core, dtype=bool)[drop]]
+    label[drop] = 0
+    return label
