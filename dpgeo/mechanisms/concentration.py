@@ -4,7 +4,9 @@ The uniform rule of :mod:`dpgeo.mechanisms.resolution` spreads the noisy total
 ``n̂`` over the whole study area, as if the points filled it. When they fill a
 small part of it (a few compact groups in a large study area: small data), its
 cells are far too wide. This step spends a stated share of the histogram's
-budget on finding out how much of the study area the points occupy:
+budget on finding out how much of the study area the points occupy, when the
+uniform rule's grid has at most :data:`OCCUPANCY_MAX_CELLS` cells (a function
+of ``n̂`` and public inputs; otherwise the share stays with the histogram):
 
 1. a dense histogram of the grid the uniform rule picks (width ``w_u``),
    released with ``ε_c`` (:data:`CONCENTRATION_SHARE` of the histogram's
@@ -19,8 +21,11 @@ budget on finding out how much of the study area the points occupy:
    ``d = mass / area`` gives the cell width ``w = sqrt(ρ σ₁ / d)``: the
    uniform rule (``ρ σ₁`` evenly spread points per cell, ``σ₁`` one final
    cell's noise) on the occupied area instead of the whole study area,
-   clipped to ``[w₀, w_u]``. Where no ``b`` qualifies (the points are spread
-   thinly, no block stands out of the noise) the width stays ``w_u``.
+   clipped to ``[max(w₀, w_u / MAX_REFINEMENT), w_u]``, provided the occupied blocks cover at most
+   :data:`MAX_OCCUPIED_AREA_SHARE` of the study area. Where no ``b``
+   qualifies (the points are spread thinly, no block stands out of the
+   noise, or they occupy much of the study area: a city, a gradient, whose
+   sparser parts finer cells would lose) the width stays ``w_u``.
 
 **Privacy.** The occupancy histogram is ε_c-DP (the geometric mechanism on a
 histogram of a public grid: one record moves at most ``Δ`` points, the L1
@@ -42,6 +47,9 @@ __all__ = [
     "BLOCKS",
     "CONCENTRATION_SHARE",
     "OCCUPANCY_FDR",
+    "OCCUPANCY_MAX_CELLS",
+    "MAX_OCCUPIED_AREA_SHARE",
+    "MAX_REFINEMENT",
     "OCCUPIED_MASS_SHARE",
     "concentration_budget",
     "occupied_blocks",
@@ -50,12 +58,22 @@ __all__ = [
 
 #: Share of the histogram's budget (ε minus the total's share) spent on where the points are.
 CONCENTRATION_SHARE = 0.2
+#: The occupancy step runs only where the uniform rule's grid has at most this many cells (small data: its
+#: cells are then wide; with more, they are fine already, and finer cells would cut ridges and lose sparse
+#: parts); otherwise its share stays with the histogram.
+OCCUPANCY_MAX_CELLS = 4096
 #: Blocks of b x b occupancy cells tried, finest first.
 BLOCKS = (1, 2, 4)
 #: False-discovery rate of the occupied blocks.
 OCCUPANCY_FDR = 0.1
-#: The occupied blocks must hold at least this share of the noisy total for their density to set the width.
+#: The occupied blocks must hold at least this share of the noisy total for their density to set the width ...
 OCCUPIED_MASS_SHARE = 0.8
+#: The cells are at most this many times finer than the uniform rule's (the occupancy histogram shows where
+#: the points are at its own cell width, not how they lie inside its cells).
+MAX_REFINEMENT = 4
+#: ... and cover at most this share of the study area (points in a few places of a large study area: where
+#: else they are spread enough for the uniform rule, and finer cells would lose their sparser parts).
+MAX_OCCUPIED_AREA_SHARE = 0.1
 
 
 def concentration_budget(epsilon_histogram: float, share: float = CONCENTRATION_SHARE) -> tuple[float, float]:
@@ -106,7 +124,8 @@ def occupied_blocks(values: np.ndarray, kappa: np.ndarray, q: float, fdr: float 
 
 
 def occupied_width(hist, n_hat: float, *, final_sd: float, rho: float, blocks=BLOCKS, fdr: float = OCCUPANCY_FDR,
-                   mass_share: float = OCCUPIED_MASS_SHARE) -> tuple[float | None, dict]:
+                   mass_share: float = OCCUPIED_MASS_SHARE,
+                   max_area_share: float = MAX_OCCUPIED_AREA_SHARE) -> tuple[float | None, dict]:
     """The cell width (metres) that spreads the points over the part of the study area they occupy.
 
     Parameters
@@ -130,7 +149,9 @@ def occupied_width(hist, n_hat: float, *, final_sd: float, rho: float, blocks=BL
     dense = hist.to_dense().astype(np.int64)
     uni = g.universe_mask()
     n_hat = max(float(n_hat), 1.0)
-    info = {"occupancy_blocks": list(blocks), "occupancy_fdr": fdr, "occupied_mass_share": mass_share}
+    info = {"occupancy_blocks": list(blocks), "occupancy_fdr": fdr, "occupied_mass_share": mass_share,
+            "max_occupied_area_share": max_area_share}
+    whole = float(uni.sum()) * g.cell_m ** 2
     for b in blocks:
         if b > 1 and (g.nx < 2 * b or g.ny < 2 * b):
             break
@@ -141,9 +162,11 @@ def occupied_width(hist, n_hat: float, *, final_sd: float, rho: float, blocks=BL
         mass = float(s[inside][occ].sum())
         area = float(k[inside][occ].sum()) * g.cell_m ** 2
         if occ.any() and mass >= mass_share * n_hat:
-            width = math.sqrt(rho * final_sd * area / mass)
+            if area > max_area_share * whole:  # the points are spread: the uniform rule
+                break
+            width = max(math.sqrt(rho * final_sd * area / mass), g.cell_m / MAX_REFINEMENT)
             info.update({"occupancy_block": b, "occupied_area_m2": area, "occupied_mass": mass,
-                         "occupied_share_of_area": area / (float(uni.sum()) * g.cell_m ** 2)})
+                         "occupied_share_of_area": area / whole})
             return width, info
     info.update({"occupancy_block": None})
     return None, info

@@ -88,7 +88,7 @@ def _by_level(tree: LevelTree, ascending: bool):
 
 def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
                     selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
-                    grow_steps: int | None = GROW_STEPS) -> LevelClusters:
+                    grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -114,6 +114,10 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         are born (default ``t_0 - 1``).
     grow_steps : int or None
         How far ``grown`` reaches (None: every cell connected to a cluster).
+    dip_ratio : float
+        ... and only if its peak rises above the split level by at least this
+        share of the split level (a ridge whose density dips by less stays one
+        cluster; ``0``: no such rule).
 
     Returns
     -------
@@ -173,7 +177,9 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         np.maximum.at(peak, parent[grp], peak[grp])
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
-    sig[:nn] = (mass[:nn] >= min_mass) & (peak[:nn] - lam[parent[:nn]] >= min_prominence)
+    split = lam[parent[:nn]]
+    sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
+                & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0)))
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)

@@ -79,6 +79,7 @@ __all__ = [
     "MAX_THRESHOLDS",
     "MIN_MASS_SD",
     "MIN_MASS_SHARE",
+    "MIN_DIP_RATIO",
     "MIN_PROMINENCE_SD",
     "SELECTIONS",
     "LevelClusters",
@@ -98,8 +99,11 @@ __all__ = [
 DEFAULT_FDR = 0.1
 #: A cluster holds at least this many standard deviations of one neighbourhood sum's noise, in noisy points ...
 MIN_MASS_SD = 2.0
-#: ... and rises at least this many standard deviations above the level where it joins its sibling.
-MIN_PROMINENCE_SD = 1.0
+#: ... and rises at least this many standard deviations above the level where it joins its sibling
+#: (three: the peak of a branch is the largest of many noisy sums, biased upwards by about two) ...
+MIN_PROMINENCE_SD = 3.0
+#: ... and by at least this share of that level (a ridge whose density dips by less than half stays whole).
+MIN_DIP_RATIO = 1.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
@@ -271,7 +275,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    min_mass: float | None = None, min_prominence: float | None = None, extent: str = "grown",
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
                    grow_steps: int | None = GROW_STEPS,
-                   max_thresholds: int = MAX_THRESHOLDS):
+                   max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -334,7 +338,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
-                               grow_steps=grow_steps)
+                               grow_steps=grow_steps, dip_ratio=dip_ratio)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -347,6 +351,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "n_thresholds": int(tree.thresholds.size),
         "min_cluster_mass": float(min_mass),
         "min_prominence": float(min_prominence),
+        "min_dip_ratio": float(dip_ratio),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
         "extent": extent if extent == "core" else
