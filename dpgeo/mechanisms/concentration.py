@@ -61,7 +61,7 @@ CONCENTRATION_SHARE = 0.2
 #: The occupancy step runs only where the uniform rule's grid has at most this many cells (small data: its
 #: cells are then wide; with more, they are fine already, and finer cells would cut ridges and lose sparse
 #: parts); otherwise its share stays with the histogram.
-OCCUPANCY_MAX_CELLS = 4096
+OCCUPANCY_MAX_CELLS = 1024
 #: Blocks of b x b occupancy cells tried, finest first.
 BLOCKS = (1, 2, 4)
 #: False-discovery rate of the occupied blocks.
