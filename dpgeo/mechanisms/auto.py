@@ -123,7 +123,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS,
                      concentration_share: float = CONCENTRATION_SHARE,
                      occupied_mass_share: float = OCCUPIED_MASS_SHARE,
-                     prominence_sd: float = MIN_PROMINENCE_SD, dip_ratio: float = MIN_DIP_RATIO) -> AutoSpans:
+                     prominence_sd: float = MIN_PROMINENCE_SD, dip_ratio: float = MIN_DIP_RATIO,
+                     merge_ratio: float | None = None) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -198,7 +199,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     q = discrete_laplace_q(eps1, sensitivity)
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
-                                        min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio)
+                                        min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
+                                        merge_ratio=merge_ratio)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

@@ -17,7 +17,7 @@ from ..errors import ParameterError
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
-           "select_clusters", "separate_clusters"]
+           "select_clusters", "separate_clusters", "touching_merges"]
 
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
 EXTENTS = ("grown", "core")
@@ -88,7 +88,8 @@ def _by_level(tree: LevelTree, ascending: bool):
 
 def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
                     selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
-                    grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0) -> LevelClusters:
+                    grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0,
+                    merge_ratio: float | None = None) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -118,6 +119,11 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ... and only if its peak rises above the split level by at least this
         share of the split level (a ridge whose density dips by less stays one
         cluster; ``0``: no such rule).
+    merge_ratio : float or None
+        Two chosen clusters whose grown cells meet are one cluster when the
+        density where they meet is at least this share of the lower of their
+        peaks (:func:`touching_merges`); None: never. Clusters that stay apart
+        are kept a cell apart (:func:`separate_clusters`).
 
     Returns
     -------
@@ -248,14 +254,23 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         else:
             pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(g, tree.cell_id, offsets)
             label = grow_labels(tree.cell_id.size, pairs, label, steps=grow_steps)
+    new_id = np.arange(chosen_nodes.size + 1)
+    if merge_ratio is not None and chosen_nodes.size > 1:
+        new_id = touching_merges(tree.grid, tree.cell_id, label, tree.value, merge_ratio, offsets=offsets)
+        label = new_id[label]
+        k = int(new_id.max())
+        lv, tp = np.full(k, np.inf), np.full(k, -np.inf)
+        np.minimum.at(lv, new_id[1:] - 1, np.asarray(level, dtype=float))
+        np.maximum.at(tp, new_id[1:] - 1, np.asarray(ctop, dtype=float))
+        level, ctop = lv, tp
     label = separate_clusters(tree.grid, tree.cell_id, label, core, offsets=offsets)
     inside = label > 0
     # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
     flat = np.zeros(starts.size, dtype=np.int64)
-    flat[idx[chosen_nodes]] = np.arange(1, chosen_nodes.size + 1) if (idx[chosen_nodes] >= 0).all() else 0
+    flat[idx[chosen_nodes]] = new_id[1:] if (idx[chosen_nodes] >= 0).all() else 0
     nodes = {"node": starts, "parent": cpar, "level": birth, "top": top, "stability": stab,
              "mass": mass[starts], "selected": flat}
-    return LevelClusters(tree, tree.cell_id[inside], label[inside], int(chosen_nodes.size),
+    return LevelClusters(tree, tree.cell_id[inside], label[inside], int(new_id.max()),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
                          partial(_entry_cells, tree.cell_id, cell_cluster, cpar), int(core.sum()), cell_cluster)
 
@@ -411,3 +426,59 @@ def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.nda
     drop = drop[~np.asarray(core, dtype=bool)[drop]]
     label[drop] = 0
     return label
+
+
+def touching_merges(grid, cell_id: np.ndarray, label: np.ndarray, value: np.ndarray, ratio: float,
+                    offsets=BOX_OFFSETS) -> np.ndarray:
+    """New ids of the labels (index 0: none) after joining clusters that meet on a ridge.
+
+    Two clusters *meet* where a cell of one is a neighbour of a cell of the
+    other; they meet at the density ``min(S̃ᵢ, S̃ⱼ)`` of the best such pair.
+    They are joined when that density is at least ``ratio`` times the lower of
+    their two peaks (the highest ``S̃`` of their cells): the dip between them is
+    shallow, a corridor with hot spots along it rather than two places. Joins
+    are transitive; the new ids keep the order of each group's first label.
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 70, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> v = np.array([50, 90, 60, 60, 80, 10, 70])   # 1 and 2 meet at 60, 2 and 3 at 10
+    >>> touching_merges(g, np.arange(7), np.array([1, 1, 1, 2, 2, 3, 3]), v, 0.5).tolist()
+    [0, 1, 1, 2]
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    label = np.asarray(label, dtype=np.int64)
+    k = int(label.max()) if label.size else 0
+    ident = np.arange(k + 1)
+    on = np.flatnonzero(label > 0)
+    if k < 2 or on.size == 0:
+        return ident
+    value = np.asarray(value, dtype=float)
+    peak = np.full(k + 1, -np.inf)
+    np.maximum.at(peak, label[on], value[on])
+    a, b = adjacent_pairs(grid, cell_id[on], offsets)
+    a, b = on[a], on[b]
+    la, lb = label[a], label[b]
+    clash = la != lb
+    if not clash.any():
+        return ident
+    la, lb = la[clash], lb[clash]
+    meet = np.minimum(value[a[clash]], value[b[clash]])
+    join = meet >= ratio * np.minimum(peak[la], peak[lb])
+    if not join.any():
+        return ident
+    m = coo_matrix((np.ones(int(join.sum())), (la[join], lb[join])), shape=(k + 1, k + 1))
+    _, comp = connected_components(m, directed=False)
+    # number the groups in the order of their first label (label 0 stays 0)
+    first = np.full(comp.max() + 1, k + 1)
+    np.minimum.at(first, comp[1:], np.arange(1, k + 1))
+    rank = np.argsort(np.argsort(first[np.unique(comp[1:])]))
+    new = np.zeros(k + 1, dtype=np.int64)
+    uniq = np.unique(comp[1:])
+    pos = np.searchsorted(uniq, comp[1:])
+    new[1:] = rank[pos] + 1
+    return new

@@ -275,7 +275,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    min_mass: float | None = None, min_prominence: float | None = None, extent: str = "grown",
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
                    grow_steps: int | None = GROW_STEPS,
-                   max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO):
+                   max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO,
+                   merge_ratio: float | None = None):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -338,7 +339,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
-                               grow_steps=grow_steps, dip_ratio=dip_ratio)
+                               grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
