@@ -611,11 +611,14 @@ def auto_spans(epsilon: float = 1.0, n: int = 1500, points: int = 40) -> Scenari
     ``N = 40``. The statistic is ``(n̂, released count of c)``; ``S`` = "both are
     at least ``N``": ``Pr[S | D′] = Pr[Z₀ ≥ 0] Pr[Z₁ ≥ 0] = 1/((1+q₀)(1+q₁))``,
     ``Pr[S | D] = q₀q₁/((1+q₀)(1+q₁))``, ratio ``e^{ε₀+ε₁} = e^ε``
-    (``q₀ = e^{-ε₀}``, ``q₁ = e^{-ε₁}``, the two shares of the budget).
+    (``q₀ = e^{-ε₀}``, ``q₁ = e^{-ε₁}``, the shares of the budget of the total and of
+    the histogram; with so few points the occupancy histogram takes its share ``ε_c``
+    too, and the ratio of this statistic is ``e^{ε₀+ε₁} ≤ e^{ε}``).
     """
     area = StudyArea.from_bbox((0, 0, 100, 100), CRS, working_crs=CRS)
     fine = fine_grid(area)
-    e0, e1 = m_auto.auto_budget(epsilon)
+    e0, e_h = m_auto.auto_budget(epsilon)
+    e1 = m_auto.concentration_budget(e_h)[1]  # 40 points: small data, the occupancy step takes its share
     data = {"D": points - 1, "D'": points}
 
     def run(which, rng):

@@ -28,6 +28,13 @@ from ..noise import (
     discrete_laplace_variance,
     sum_abs_bound,
 )
+from .concentration import (
+    CONCENTRATION_SHARE,
+    OCCUPANCY_MAX_CELLS,
+    OCCUPIED_MASS_SHARE,
+    concentration_budget,
+    occupied_width,
+)
 from .levels import (
     DEFAULT_FDR,
     GROW_STEPS,
@@ -38,7 +45,6 @@ from .levels import (
     density_levels,
     sum_noise_sd,
 )
-from .concentration import CONCENTRATION_SHARE, OCCUPANCY_MAX_CELLS, OCCUPIED_MASS_SHARE, concentration_budget, occupied_width
 from .resolution import (
     AUTO_MAX_CELLS,
     POINTS_PER_NOISE_SD,
