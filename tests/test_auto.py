@@ -392,3 +392,18 @@ def test_levels_layer_is_written_on_request(tmp_path):
     assert len(pyogrio.list_layers(plain.to_file(tmp_path / "plain.gpkg"))) == 1
     with pytest.raises(ParameterError, match="levels"):
         dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, radius_m=60, min_points=20, levels=True, **KW)
+
+
+def test_preview_states_the_smallest_group_and_the_map_says_too_small():
+    """Before any data is read, preview states the fewest points a compact group needs at this ε (more with
+    few points, where the occupancy step must find it first); a map with nothing to show says so."""
+    pv = dpgeo.noise_preview(epsilon=1.0, domain=(0, 0, 10_000, 10_000), domain_crs=CRS, n_points=200)
+    row = pv["by_points"][0]
+    assert row["occupancy_step"] and row["smallest_group_points"] >= row["smallest_cluster_points"] >= 14
+    big = dpgeo.noise_preview(epsilon=1.0, domain=(0, 0, 10_000, 10_000), domain_crs=CRS, n_points=100_000)
+    assert not big["by_points"][0]["occupancy_step"]
+    rng = np.random.default_rng(1)
+    x, y = 5000 + rng.normal(0, 50, 12), 5000 + rng.normal(0, 50, 12)
+    res = dpgeo.dbscan_spans((x, y, CRS), epsilon=1.0, seed=1, ledger=False, domain=(0, 0, 10_000, 10_000),
+                             domain_crs=CRS, crs=CRS)
+    assert len(res.layer) == 0 and "too_small" in res.metadata

@@ -122,7 +122,10 @@ def _by_points(rows) -> str:
     pad = "\n" + " " * (_LABEL_WIDTH + 3)
     return pad.join(
         f"{_num(r['n_points'])}: cells of {_metres(r['cell_width_m'])} ({_num(r['n_cells'])} cells), smallest "
-        f"cluster {_num(r['smallest_cluster_points'])} points, floor {r['floor_level_range'][0]}–"
+        f"cluster {_num(r['smallest_cluster_points'])} points"
+        + (f" (a compact group alone in the study area: {_num(r['smallest_group_points'])})"
+           if "smallest_group_points" in r else "")
+        + f", floor {r['floor_level_range'][0]}–"
         f"{r['floor_level_range'][1]} points per 3×3 cells"
         + (f", every level within {_num(r['gamma_all_levels'])}" if "gamma_all_levels" in r else "") for r in rows)
 

@@ -255,7 +255,8 @@ def auto_preview(area, p, c) -> dict:
     for n in n_points:
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps_h, sensitivity=c.sensitivity, max_cells=_cap(p))
         q, sd = q_h, sd_h
-        if coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS:  # small data: the occupancy step runs
+        small = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # small data: the occupancy step runs
+        if small:
             k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
             q, sd = q_1, sd_1
         if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
@@ -265,10 +266,10 @@ def auto_preview(area, p, c) -> dict:
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
         # a compact group in a large empty study area: the occupancy histogram must find its cell first
-        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m)
+        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if small else 0
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
-                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)),
+                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": small,
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
                      "gamma_all_levels": int(gamma_all_levels(q, m, beta))})
     return {
