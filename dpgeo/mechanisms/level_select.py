@@ -263,7 +263,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         np.minimum.at(lv, new_id[1:] - 1, np.asarray(level, dtype=float))
         np.maximum.at(tp, new_id[1:] - 1, np.asarray(ctop, dtype=float))
         level, ctop = lv, tp
-    label = separate_clusters(tree.grid, tree.cell_id, label, core, offsets=offsets)
+    label = separate_clusters(tree.grid, tree.cell_id, label, core, value=tree.value, offsets=offsets)
     inside = label > 0
     # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
     flat = np.zeros(starts.size, dtype=np.int64)
@@ -395,16 +395,19 @@ def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -
 
 
 
-def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.ndarray, offsets=BOX_OFFSETS):
-    """No two clusters share a boundary: a grown cell next to a cell of another cluster is left out.
+def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.ndarray, value=None,
+                      offsets=BOX_OFFSETS):
+    """No two clusters share a boundary: where cells of two clusters are neighbours, a grown one is left out.
 
-    ``cell_id`` (sorted flat ids), their ``label`` (0: none) and ``core``
-    (cells of a cluster's own component, never adjacent to another cluster's:
-    two chosen clusters are disjoint components of the level sets at their
-    births). Every grown (not core) cell that is a neighbour (``offsets``) of a
-    cell with another label is unlabelled; after that no two cells of
-    different clusters are neighbours, so the clusters' polygons are apart by
-    at least one cell (the levels layer keeps the finer structure).
+    ``cell_id`` (sorted flat ids), their ``label`` (0: none), ``core`` (cells
+    of a cluster's own component, never a neighbour of another cluster's: two
+    chosen clusters are disjoint components of level sets at their births)
+    and ``value`` (their densities; default all equal). Of two neighbours
+    (``offsets``) of different clusters the grown one is unlabelled — of two
+    grown ones the one of lower density (ties: the larger label) — until no
+    two cells of different clusters are neighbours: the clusters' polygons are
+    then at least one cell apart (the levels layer keeps the finer structure),
+    and each cluster loses as few cells as that takes.
 
     Examples
     --------
@@ -412,20 +415,29 @@ def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.nda
     >>> from dpgeo.grid import Grid
     >>> g = Grid(StudyArea.from_bbox((0, 0, 60, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
     >>> lab = np.array([1, 1, 1, 2, 2, 2]); core = np.array([1, 1, 0, 0, 1, 1], bool)
-    >>> separate_clusters(g, np.arange(6), lab, core).tolist()
-    [1, 1, 0, 0, 2, 2]
+    >>> separate_clusters(g, np.arange(6), lab, core, value=np.array([9, 8, 5, 6, 8, 9])).tolist()
+    [1, 1, 0, 2, 2, 2]
     """
     label = np.asarray(label, dtype=np.int64).copy()
+    core = np.asarray(core, dtype=bool)
+    value = np.zeros(label.size) if value is None else np.asarray(value, dtype=float)
     on = np.flatnonzero(label > 0)
     if on.size == 0 or int(label.max()) == int(label[on].min()):
         return label
     a, b = adjacent_pairs(grid, cell_id[on], offsets)
     a, b = on[a], on[b]
-    clash = label[a] != label[b]
-    drop = np.r_[a[clash], b[clash]]
-    drop = drop[~np.asarray(core, dtype=bool)[drop]]
-    label[drop] = 0
-    return label
+    while True:
+        clash = (label[a] != label[b]) & (label[a] > 0) & (label[b] > 0)
+        if not clash.any():
+            return label
+        i, j = a[clash], b[clash]
+        # the victim of each clash: a grown cell; of two, the lower density, then the larger label
+        j_first = core[i] | (~core[j] & ((value[j] < value[i]) | ((value[j] == value[i]) & (label[j] > label[i]))))
+        victim = np.where(j_first, j, i)
+        victim = victim[~core[victim]]
+        if victim.size == 0:  # only cores meet (not possible for chosen clusters): leave them
+            return label
+        label[victim] = 0
 
 
 def touching_merges(grid, cell_id: np.ndarray, label: np.ndarray, value: np.ndarray, ratio: float,
