@@ -155,6 +155,15 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     beta : float
         Failure probability of the all-cells bound Γ reported for the
         sandwich statement (utility only).
+    concentration_share, occupied_mass_share
+        The share of the histogram's budget the occupancy histogram takes
+        (small data only; 0: never) and the share of ``n̂`` its occupied
+        blocks must hold (:mod:`dpgeo.mechanisms.concentration`).
+    prominence_sd, dip_ratio, merge_ratio
+        How far a branch must rise above its split (in s.d. of a 3×3 sum's
+        noise, and as a share of the split level), and when chosen clusters
+        that meet are joined (None: never), as for
+        :func:`dpgeo.mechanisms.level_select.select_clusters`.
 
     Returns
     -------
@@ -182,7 +191,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     eps_c, eps1 = 0.0, eps_h
     factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
                           rho=rho, max_cells=max_cells)
-    if concentration_share > 0 and coarse_grid(fine.area, fine.cell_m, factor).n_cells <= OCCUPANCY_MAX_CELLS:
+    g_u = coarse_grid(fine.area, fine.cell_m, factor)
+    if concentration_share > 0 and g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS:
         # few cells (small data): a share of the histogram's budget finds where the points are
         eps_c, eps1 = concentration_budget(eps_h, concentration_share)
         factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,

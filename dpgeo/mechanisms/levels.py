@@ -24,7 +24,9 @@ parameters only; no budget is spent here. The steps:
 4. **Which clusters.** A branch of a split counts as a cluster only if it
    holds at least ``min_mass`` noisy points and rises at least
    ``min_prominence`` above the level where it joins its sibling (both in
-   noisy counts, derived from the noise of one neighbourhood sum); smaller
+   noisy counts, derived from the noise of one neighbourhood sum), and at
+   least ``dip_ratio`` times that level (a ridge whose density dips by less
+   stays whole); smaller
    branches are points "falling out" of their parent, as in HDBSCAN's
    condensed tree. Among the clusters, those of greatest *excess of mass*
    (HDBSCAN's stability: every point contributes the range of levels over
@@ -35,7 +37,8 @@ parameters only; no budget is spent here. The steps:
    takes the kept cells up to :data:`GROW_STEPS` steps away, a cell going to
    the nearest cluster (clusters never merge) — the fringe that the 3×3
    kernel and the noise blur, as DBSCAN's border points are the fringe of its
-   core points.
+   core points. Where cells of two clusters would be neighbours, the grown
+   one of lower density is left out: no two clusters share a boundary.
 
 Everything is a function of the released counts, the grid and the public
 parameters, so the output has the histogram's ε. Steps 3–5 live in
