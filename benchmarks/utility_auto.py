@@ -27,12 +27,13 @@ side of the range (for a1: x 0–65535 → 0–66000 with u = 1000). A benchmark
 convenience — the rounding hides the exact extreme points but is still read
 off the data; a real run's study area never is.
 
-Which sets are which: Cluto t4, t5, t7 are in the DP-DBSCAN reproduction
-table of ``docs/results.md``; R15, spiral and aggregation stand behind the
-WaveCluster reproduction; these six chose nothing (held out). The rest (Cluto
-t8 and the other SIPU sets) and the synthetic battery are the validation sets
-the defaults of ``auto`` were chosen on (the report marks them ``v``;
-``--validation-only`` runs only them).
+Which sets are which: the rules of auto are chosen on **generated** sets only
+(``--synthetic``: a fixed battery of 25; ``--categories N``: N sets of each
+failure class of :func:`generated_categories`, in a 10 km box); the report marks
+them ``v`` and ``--validation-only`` runs only them. The labelled sets are
+reported as held out, first (the oldest defaults — ρ, the FDR, excess of mass,
+the growth, √n̂, the 5% share — were chosen on 15 of them in an earlier version;
+the six of ``REPRODUCTION`` chose nothing).
 
 Usage::
 
@@ -40,11 +41,13 @@ Usage::
     python benchmarks/utility_auto.py --eps 1 --sets sipu_r15,sipu_d31 --seeds 2
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1 --auto rho=0.7 --auto selection=leaf
+    python benchmarks/utility_auto.py --synthetic --categories 6 --validation-only --no-oracle --seeds 3
 
 ``--auto NAME=VALUE`` changes one setting of the mechanism
 (:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
-``selection``, ``extent``, ``min_mass_share``, ``total_share``): how its
-defaults were compared on the validation sets (``docs/results.md``).
+``selection``, ``extent``, ``min_mass_share``, ``total_share``,
+``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``merge_ratio``):
+how its rules were compared on the generated sets (``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -198,7 +201,7 @@ def generated_categories(per_category=4, seed=20261128):
                 pts = c[j] + rng.normal(0, sd, (n, 2))
             xs.append(pts[:, 0]); ys.append(pts[:, 1]); ls.append(np.full(n, j + 1))
         x, y, lab = np.concatenate(xs), np.concatenate(ys), np.concatenate(ls)
-        # suburbs over blocks: a point belongs to the group it was drawn from; clip to the box
+        # a point belongs to the group it was drawn from; clip to the box
         return np.clip(x, 1, X1 - 1), np.clip(y, 1, Y1 - 1), lab
 
     makers = {"small": small, "trails": trails, "gradient": gradient, "city": city}
@@ -409,7 +412,7 @@ def run(args):
 
     names = set(args.sets.split(",")) if args.sets else None
     data = load_sets(names, args.synthetic, args.categories)
-    if args.validation_only:  # the sets the defaults were chosen on (the defaults' table of docs/results.md)
+    if args.validation_only:  # the sets the rules are chosen on (the rules' tables of docs/results.md)
         data = {k: v for k, v in data.items() if k.startswith(("syn_", "gen_"))}
     seeds = list(range(args.seeds))
     refs = json.loads(Path(args.ref_cache).read_text()) if args.ref_cache and Path(args.ref_cache).exists() else {}
@@ -530,7 +533,7 @@ def main(argv=None):
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: all)")
     ap.add_argument("--synthetic", action="store_true", help="add the synthetic validation battery")
     ap.add_argument("--validation-only", action="store_true",
-                    help="only the validation sets (leave out the reproduction sets, which chose nothing)")
+                    help="only the generated sets, where rules are chosen (leave out the labelled, held-out ones)")
     ap.add_argument("--categories", type=int, default=0, metavar="N",
                     help="add N generated sets of each failure class (small, trails, gradient, city)")
     ap.add_argument("--no-oracle", action="store_true", help="skip the best-of-grid DP-DBSCAN (the slow part)")
