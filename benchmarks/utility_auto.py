@@ -112,7 +112,7 @@ def load_sets(names=None, synthetic=False, categories=0):
 
 #: The study area of every generated category: a 10 km box, metres.
 CATEGORY_BOX = (0.0, 0.0, 10_000.0, 10_000.0)
-CATEGORIES = ("small", "trails", "gradient", "city")
+CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged")
 
 
 def generated_categories(per_category=4, seed=20261128):
@@ -124,6 +124,15 @@ def generated_categories(per_category=4, seed=20261128):
     * ``gradient``: 3-5 separated bands whose density falls tenfold from one end to the other.
     * ``city``: 4-12 dense blocks (150-400 m, 150-600 points) and 2-4 sparse suburbs (1.5-3 km, 300-1,500
       points) apart from them, each a cluster.
+    * ``touching``: 2-4 compact shapes (uniform discs of 250-1,200 m radius) whose densities differ 2-6 times
+      (densest over sparsest), each touching another or nearly (a gap of 0-1 s.d. of the smaller shape's
+      coordinates), 200-3,000 points in all, at least 30 a shape; each shape a cluster.
+    * ``bridged``: two blobs (uniform discs of 400-1,000 m, 300-1,500 points each) joined by a straight bridge
+      of 300-1,200 m, 100-250 m across, whose density is 25-50% of the sparser blob's; the blobs are the two
+      clusters, the bridge's points are background (label 0).
+
+    The generators run in the order of :data:`CATEGORIES` from one seeded generator, so a class added at
+    the end leaves the sets of the earlier ones unchanged.
 
     Every set is returned as ``(x, y, label, box)`` (label 0: background).
     """
@@ -204,7 +213,60 @@ def generated_categories(per_category=4, seed=20261128):
         # a point belongs to the group it was drawn from; clip to the box
         return np.clip(x, 1, X1 - 1), np.clip(y, 1, Y1 - 1), lab
 
-    makers = {"small": small, "trails": trails, "gradient": gradient, "city": city}
+    def disc(c, r, n):
+        a = rng.uniform(0, 2 * np.pi, n)
+        d = r * np.sqrt(rng.uniform(0, 1, n))
+        return c + np.c_[np.cos(a), np.sin(a)] * d[:, None]
+
+    def touching():
+        while True:
+            k = int(rng.integers(2, 5))
+            r = rng.uniform(250, 1200, k)
+            ratio = rng.uniform(2, 6)  # densest over sparsest
+            f = np.exp(rng.uniform(0, np.log(ratio), k))
+            f[rng.permutation(k)[:2]] = [1.0, ratio]
+            sizes = f * r ** 2
+            sizes = np.round(sizes / sizes.sum() * rng.uniform(200, 3000)).astype(int)
+            if sizes.min() < 30:
+                continue
+            c = [rng.uniform(2500, 7500, 2)]
+            for j in range(1, k):
+                for _ in range(200):
+                    i = int(rng.integers(0, j))
+                    gap = rng.uniform(0, 1) * min(r[i], r[j]) / 2  # 0-1 s.d. of the smaller disc's coordinates
+                    a = rng.uniform(0, 2 * np.pi)
+                    p = c[i] + (r[i] + r[j] + gap) * np.array([np.cos(a), np.sin(a)])
+                    if (np.all(p - r[j] > 200) and np.all(p + r[j] < X1 - 200)
+                            and all(np.hypot(*(p - c[m])) >= r[m] + r[j] for m in range(j))):
+                        c.append(p)
+                        break
+                else:
+                    break
+            if len(c) == k:
+                break
+        pts = np.concatenate([disc(c[j], r[j], sizes[j]) for j in range(k)])
+        lab = np.repeat(np.arange(1, k + 1), sizes)
+        return pts[:, 0], pts[:, 1], lab
+
+    def bridged():
+        r = rng.uniform(400, 1000, 2)
+        n = rng.integers(300, 1501, 2)
+        length, width = rng.uniform(300, 1200), rng.uniform(100, 250)
+        a = rng.uniform(0, 2 * np.pi)
+        u = np.array([np.cos(a), np.sin(a)])
+        span = r[0] + length + r[1]
+        c0 = np.array([X1 / 2, Y1 / 2]) - u * span / 2 + rng.uniform(-1000, 1000, 2)
+        c1 = c0 + u * span
+        dens = min(n[0] / (np.pi * r[0] ** 2), n[1] / (np.pi * r[1] ** 2)) * rng.uniform(0.25, 0.5)
+        nb = max(int(round(dens * length * width)), 5)
+        t = rng.uniform(r[0], r[0] + length, nb)
+        bridge = c0 + t[:, None] * u + rng.uniform(-width / 2, width / 2, nb)[:, None] * np.array([-u[1], u[0]])
+        pts = np.concatenate([disc(c0, r[0], n[0]), disc(c1, r[1], n[1]), bridge])
+        lab = np.concatenate([np.full(n[0], 1), np.full(n[1], 2), np.zeros(nb, int)])
+        return pts[:, 0], pts[:, 1], lab
+
+    makers = {"small": small, "trails": trails, "gradient": gradient, "city": city, "touching": touching,
+              "bridged": bridged}
     out = {}
     for cat in CATEGORIES:
         for i in range(per_category):
@@ -535,7 +597,7 @@ def main(argv=None):
     ap.add_argument("--validation-only", action="store_true",
                     help="only the generated sets, where rules are chosen (leave out the labelled, held-out ones)")
     ap.add_argument("--categories", type=int, default=0, metavar="N",
-                    help="add N generated sets of each failure class (small, trails, gradient, city)")
+                    help="add N generated sets of each failure class (" + ", ".join(CATEGORIES) + ")")
     ap.add_argument("--no-oracle", action="store_true", help="skip the best-of-grid DP-DBSCAN (the slow part)")
     ap.add_argument("--auto", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting of the auto mechanism to change (repeatable)")
