@@ -166,16 +166,36 @@ def test_compact_groups_get_finer_cells_and_come_out_apart():
     assert r.settings["cell_width_m"] == r.settings["uniform_cell_width_m"]
 
 
-def test_a_ridge_with_a_dip_stays_one_cluster():
-    """A corridor 6 km long whose density falls by a third in its middle: one cluster, not two, on each of
-    three seeds (with a prominence of one noise s.d. and no dip rule, the default before, it splits)."""
+def _corridor(middle_points):
+    """A corridor 6 km long, 1,000 points a km but ``middle_points`` in its sixth kilometre (fine counts)."""
     rng = np.random.default_rng(3)
-    x = np.r_[rng.uniform(2000, 5000, 3000), rng.uniform(5000, 6000, 700), rng.uniform(6000, 8000, 2000)]
+    x = np.r_[rng.uniform(2000, 5000, 3000), rng.uniform(5000, 6000, middle_points), rng.uniform(6000, 8000, 2000)]
     y = 5000 + rng.normal(0, 30, x.size)
     f = fine_grid(_area(10_000.0, 10_000.0))
     ids, counts = np.unique(f.assign(x, y).cell_id, return_counts=True)
+    return f, ids, counts
+
+
+def test_a_ridge_without_a_dip_stays_one_cluster():
+    """A corridor 6 km long of even density: one cluster on each of three seeds (the noise alone does not
+    cut it)."""
+    f, ids, counts = _corridor(1000)
     n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
          for s in (1, 2, 3)]
+    assert n == [1, 1, 1], n  # seeded
+
+
+def test_the_dip_rule_decides_whether_a_dipping_ridge_splits():
+    """A corridor whose density falls by 30% in its middle: two clusters at the defaults (a branch counts
+    once its peak is 1.25 times the level where it joins its sibling; chosen on the generated sets, where a
+    stricter rule merged touching shapes of different density), one with a prominence of 3 noise s.d. and
+    the dip rule asking a peak twice that level (``dip_ratio=1``), on each of three seeds."""
+    f, ids, counts = _corridor(700)
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
+         for s in (1, 2, 3)]
+    assert n == [2, 2, 2], n  # seeded
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s), prominence_sd=3.0,
+                          dip_ratio=1.0).clusters.n_clusters for s in (1, 2, 3)]
     assert n == [1, 1, 1], n  # seeded
 
 
