@@ -12,6 +12,8 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
@@ -407,7 +409,9 @@ def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.nda
     grown ones the one of lower density (ties: the larger label) — until no
     two cells of different clusters are neighbours: the clusters' polygons are
     then at least one cell apart (the levels layer keeps the finer structure),
-    and each cluster loses as few cells as that takes.
+    and each cluster loses as few cells as that takes. A grown cell cut off
+    from its cluster's core by a cell left out is left out too, so each
+    cluster's cells stay connected (8 neighbours).
 
     Examples
     --------
@@ -429,7 +433,7 @@ def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.nda
     while True:
         clash = (label[a] != label[b]) & (label[a] > 0) & (label[b] > 0)
         if not clash.any():
-            return label
+            break
         i, j = a[clash], b[clash]
         # the victim of each clash: a grown cell; of two, the lower density, then the larger label
         j_first = core[i] | (~core[j] & ((value[j] < value[i]) | ((value[j] == value[i]) & (label[j] > label[i]))))
@@ -438,6 +442,14 @@ def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.nda
         if victim.size == 0:  # only cores meet (not possible for chosen clusters): leave them
             return label
         label[victim] = 0
+    # a grown cell whose way to its core went through a cell left out goes too: each cluster stays connected
+    same = (label[a] == label[b]) & (label[a] > 0)
+    _, comp = connected_components(coo_matrix((np.ones(int(same.sum())), (a[same], b[same])),
+                                              shape=(label.size, label.size)), directed=False)
+    has_core = np.zeros(label.size, dtype=bool)
+    has_core[comp[core & (label > 0)]] = True
+    label[(label > 0) & ~has_core[comp]] = 0
+    return label
 
 
 def touching_merges(grid, cell_id: np.ndarray, label: np.ndarray, value: np.ndarray, ratio: float,
