@@ -186,10 +186,12 @@ def test_a_ridge_without_a_dip_stays_one_cluster():
 
 
 def test_the_dip_rule_decides_whether_a_dipping_ridge_splits():
-    """A corridor whose density falls by 30% in its middle: two clusters at the defaults (a branch counts
-    once its peak is 1.25 times the level where it joins its sibling; chosen on the generated sets, where a
-    stricter rule merged touching shapes of different density), one with a prominence of 3 noise s.d. and
-    the dip rule asking a peak twice that level (``dip_ratio=1``), on each of three seeds."""
+    """A corridor whose density falls by 30% in its middle (1,000 points a km, 30 m across: the dip is
+    significant given the noise): two clusters at the defaults (a branch counts once its peak is 1.25 times
+    the level where it joins its sibling and two s.d. of that level's noise and Poisson variation above it;
+    chosen on the generated sets, where a stricter rule merged touching shapes of different density), one
+    with a prominence of 3 noise s.d. and the dip rule asking a peak twice that level (``dip_ratio=1``), on
+    each of three seeds."""
     f, ids, counts = _corridor(700)
     n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
          for s in (1, 2, 3)]

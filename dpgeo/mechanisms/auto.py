@@ -39,6 +39,7 @@ from .levels import (
     DEFAULT_FDR,
     GROW_STEPS,
     MIN_DIP_RATIO,
+    MIN_DIP_Z,
     MIN_MASS_SHARE,
     MIN_PROMINENCE_SD,
     LevelClusters,
@@ -130,7 +131,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      concentration_share: float = CONCENTRATION_SHARE,
                      occupied_mass_share: float = OCCUPIED_MASS_SHARE,
                      prominence_sd: float = MIN_PROMINENCE_SD, dip_ratio: float = MIN_DIP_RATIO,
-                     merge_ratio: float | None = None) -> AutoSpans:
+                     merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -159,9 +160,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         The share of the histogram's budget the occupancy histogram takes
         (small data only; 0: never) and the share of ``n̂`` its occupied
         blocks must hold (:mod:`dpgeo.mechanisms.concentration`).
-    prominence_sd, dip_ratio, merge_ratio
+    prominence_sd, dip_ratio, dip_z, merge_ratio
         How far a branch must rise above its split (in s.d. of a 3×3 sum's
-        noise, and as a share of the split level), and when chosen clusters
+        noise, as a share of the split level, and in s.d. of the split level's
+        noise and Poisson variation), and when chosen clusters
         that meet are joined (None: never), as for
         :func:`dpgeo.mechanisms.level_select.select_clusters`.
 
@@ -216,7 +218,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
                                         min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
-                                        merge_ratio=merge_ratio)
+                                        merge_ratio=merge_ratio, dip_z=dip_z)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

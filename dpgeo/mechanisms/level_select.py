@@ -90,7 +90,7 @@ def _by_level(tree: LevelTree, ascending: bool):
 
 def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
                     selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
-                    grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0,
+                    grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
                     merge_ratio: float | None = None) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
@@ -121,6 +121,11 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ... and only if its peak rises above the split level by at least this
         share of the split level (a ridge whose density dips by less stays one
         cluster; ``0``: no such rule).
+    dip_z, noise_sd : float
+        ... and by at least ``dip_z`` standard deviations of the split level
+        ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
+        one level value's noise, and the points' Poisson variation): a dip
+        counts only where it is significant given the noise (``0``: no such rule).
     merge_ratio : float or None
         Two chosen clusters whose grown cells meet are one cluster when the
         density where they meet is at least this share of the lower of their
@@ -187,7 +192,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     sig = np.zeros(nn + 1, dtype=bool)
     split = lam[parent[:nn]]
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
-                & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0)))
+                & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
+                & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))))
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)

@@ -26,7 +26,8 @@ parameters only; no budget is spent here. The steps:
    ``min_prominence`` above the level where it joins its sibling (both in
    noisy counts, derived from the noise of one neighbourhood sum), and at
    least ``dip_ratio`` times that level (a ridge whose density dips by less
-   stays whole); smaller
+   stays whole) and ``dip_z`` standard deviations of that level's noise and
+   Poisson variation (a dip counts only where it is significant); smaller
    branches are points "falling out" of their parent, as in HDBSCAN's
    condensed tree. Among the clusters, those of greatest *excess of mass*
    (HDBSCAN's stability: every point contributes the range of levels over
@@ -83,6 +84,7 @@ __all__ = [
     "MIN_MASS_SD",
     "MIN_MASS_SHARE",
     "MIN_DIP_RATIO",
+    "MIN_DIP_Z",
     "MIN_PROMINENCE_SD",
     "SELECTIONS",
     "LevelClusters",
@@ -109,6 +111,10 @@ MIN_PROMINENCE_SD = 1.0
 #: (docs/results.md §1b): a larger share keeps dipping bands whole but merges touching shapes of different
 #: density; this one is the best compromise of the grid compared there.
 MIN_DIP_RATIO = 0.25
+#: ... and by at least this many standard deviations of the split level ``t`` itself — its noise and the
+#: points' Poisson variation, ``√(σ₉² + t)`` — so that a dip counts only where it is significant given the
+#: noise: a sparse band whose density falls along it stays whole, a seam between dense shapes splits.
+MIN_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
@@ -281,7 +287,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
                    grow_steps: int | None = GROW_STEPS,
                    max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO,
-                   merge_ratio: float | None = None):
+                   merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -344,7 +350,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
-                               grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio)
+                               grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
+                               dip_z=dip_z, noise_sd=sd)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -358,6 +365,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_cluster_mass": float(min_mass),
         "min_prominence": float(min_prominence),
         "min_dip_ratio": float(dip_ratio),
+        "min_dip_z": float(dip_z),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
         "extent": extent if extent == "core" else
