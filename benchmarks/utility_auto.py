@@ -46,7 +46,7 @@ Usage::
 ``--auto NAME=VALUE`` changes one setting of the mechanism
 (:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
 ``selection``, ``extent``, ``min_mass_share``, ``total_share``,
-``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``merge_ratio``):
+``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``dip_z``, ``merge_ratio``):
 how its rules were compared on the generated sets (``docs/results.md``).
 """
 
