@@ -190,14 +190,14 @@ def test_the_dip_rule_decides_whether_a_dipping_ridge_splits():
     significant given the noise): two clusters at the defaults (a branch counts once its peak is 1.25 times
     the level where it joins its sibling and two s.d. of that level's noise and Poisson variation above it;
     chosen on the generated sets, where a stricter rule merged touching shapes of different density), one
-    with a prominence of 3 noise s.d. and the dip rule asking a peak twice that level (``dip_ratio=1``), on
-    each of three seeds."""
+    with the previous rule (a prominence of 3 noise s.d., a peak twice that level, no significance term),
+    on each of three seeds."""
     f, ids, counts = _corridor(700)
     n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
          for s in (1, 2, 3)]
     assert n == [2, 2, 2], n  # seeded
     n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s), prominence_sd=3.0,
-                          dip_ratio=1.0).clusters.n_clusters for s in (1, 2, 3)]
+                          dip_ratio=1.0, dip_z=0.0).clusters.n_clusters for s in (1, 2, 3)]
     assert n == [1, 1, 1], n  # seeded
 
 
