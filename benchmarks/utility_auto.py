@@ -27,12 +27,13 @@ side of the range (for a1: x 0–65535 → 0–66000 with u = 1000). A benchmark
 convenience — the rounding hides the exact extreme points but is still read
 off the data; a real run's study area never is.
 
-Which sets are which: Cluto t4, t5, t7 are in the DP-DBSCAN reproduction
-table of ``docs/results.md``; R15, spiral and aggregation stand behind the
-WaveCluster reproduction; these six chose nothing (held out). The rest (Cluto
-t8 and the other SIPU sets) and the synthetic battery are the validation sets
-the defaults of ``auto`` were chosen on (the report marks them ``v``;
-``--validation-only`` runs only them).
+Which sets are which: the rules of auto are chosen on **generated** sets only
+(``--synthetic``: a fixed battery of 25; ``--categories N``: N sets of each
+failure class of :func:`generated_categories`, in a 10 km box); the report marks
+them ``v`` and ``--validation-only`` runs only them. The labelled sets are
+reported as held out, first (the oldest defaults — ρ, the FDR, excess of mass,
+the growth, √n̂, the 5% share — were chosen on 15 of them in an earlier version;
+the six of ``REPRODUCTION`` chose nothing).
 
 Usage::
 
@@ -40,11 +41,13 @@ Usage::
     python benchmarks/utility_auto.py --eps 1 --sets sipu_r15,sipu_d31 --seeds 2
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1 --auto rho=0.7 --auto selection=leaf
+    python benchmarks/utility_auto.py --synthetic --categories 6 --validation-only --no-oracle --seeds 3
 
 ``--auto NAME=VALUE`` changes one setting of the mechanism
 (:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
-``selection``, ``extent``, ``min_mass_share``, ``total_share``): how its
-defaults were compared on the validation sets (``docs/results.md``).
+``selection``, ``extent``, ``min_mass_share``, ``total_share``,
+``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``dip_z``, ``merge_ratio``):
+how its rules were compared on the generated sets (``docs/results.md``).
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def public_box(x, y):
             math.ceil(x.max() / u) * u, math.ceil(y.max() / u) * u)
 
 
-def load_sets(names=None, synthetic=False):
+def load_sets(names=None, synthetic=False, categories=0):
     import pandas as pd
 
     out = {}
@@ -98,6 +101,178 @@ def load_sets(names=None, synthetic=False):
         for name, v in synthetic_battery().items():
             if not names or name in names:
                 out[name] = v
+    if categories:
+        for name, v in generated_categories(categories).items():
+            if not names or name in names or name.rsplit("_", 1)[0] in names:
+                out[name] = v
+    return out
+
+
+# -- the generated categories of the failure classes (10 km box, fixed seed) ----------------------------
+
+#: The study area of every generated category: a 10 km box, metres.
+CATEGORY_BOX = (0.0, 0.0, 10_000.0, 10_000.0)
+CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged")
+
+
+def generated_categories(per_category=4, seed=20261128):
+    """``per_category`` sets of each failure class, points in metres in :data:`CATEGORY_BOX`.
+
+    * ``small``: 2-5 compact groups of 30-150 points (s.d. 40-250 m; centres at least 3 (s.d. + s.d.) apart)
+      in a square of 1.5-9 km somewhere in the box; <= 300 points.
+    * ``trails``: 2-5 random-walk trails (steps of 25 m, smooth turns), 500-3,000 points each, 15 m across.
+    * ``gradient``: 3-5 separated bands whose density falls tenfold from one end to the other.
+    * ``city``: 4-12 dense blocks (150-400 m, 150-600 points) and 2-4 sparse suburbs (1.5-3 km, 300-1,500
+      points) apart from them, each a cluster.
+    * ``touching``: 2-4 compact shapes (uniform discs of 250-1,200 m radius) whose densities differ 2-6 times
+      (densest over sparsest), each touching another or nearly (a gap of 0-1 s.d. of the smaller shape's
+      coordinates), 200-3,000 points in all, at least 30 a shape; each shape a cluster.
+    * ``bridged``: two blobs (uniform discs of 400-1,000 m, 300-1,500 points each) joined by a straight bridge
+      of 300-1,200 m, 100-250 m across, whose density is 25-50% of the sparser blob's; the blobs are the two
+      clusters, the bridge's points are background (label 0).
+
+    The generators run in the order of :data:`CATEGORIES` from one seeded generator, so a class added at
+    the end leaves the sets of the earlier ones unchanged.
+
+    Every set is returned as ``(x, y, label, box)`` (label 0: background).
+    """
+    rng = np.random.default_rng(seed)
+    X0, Y0, X1, Y1 = CATEGORY_BOX
+
+    def centres(k, gap, margin):
+        c = []
+        while len(c) < k:
+            p = rng.uniform(margin, X1 - margin, 2)
+            if all(np.hypot(*(p - d)) > gap for d in c):
+                c.append(p)
+        return np.array(c)
+
+    def small():
+        while True:
+            k = int(rng.integers(2, 6))
+            sizes = rng.integers(30, 151, k)
+            if sizes.sum() <= 300:
+                break
+        sd = rng.uniform(40, 250, k)
+        side = rng.uniform(1500, 9000)  # the groups lie in a square of this side somewhere in the box
+        o = rng.uniform(500, X1 - 500 - side, 2)
+        c = []
+        while len(c) < k:
+            p = o + rng.uniform(0, side, 2)
+            if all(np.hypot(*(p - d)) > 3 * (sd[len(c)] + sd[i]) for i, d in enumerate(c)):
+                c.append(p)
+        c = np.array(c)
+        lab = np.repeat(np.arange(k), sizes)
+        xy = c[lab] + rng.normal(0, 1, (lab.size, 2)) * sd[lab, None]
+        return xy[:, 0], xy[:, 1], lab + 1
+
+    def trails():
+        k = int(rng.integers(2, 6))
+        xs, ys, ls = [], [], []
+        for j in range(k):
+            n = int(rng.integers(500, 3001))
+            steps = 240
+            ang = np.cumsum(rng.normal(0, 0.25, steps)) + rng.uniform(0, 2 * np.pi)
+            p = rng.uniform(2500, 7500, 2)
+            path = p + np.cumsum(np.c_[np.cos(ang), np.sin(ang)] * 25.0, axis=0)
+            path = np.clip(path, 200, X1 - 200)
+            t = rng.uniform(0, steps - 1, n)
+            i = t.astype(int)
+            f = (t - i)[:, None]
+            pts = path[i] * (1 - f) + path[np.minimum(i + 1, steps - 1)] * f + rng.normal(0, 15, (n, 2))
+            xs.append(pts[:, 0]); ys.append(pts[:, 1]); ls.append(np.full(n, j + 1))
+        return np.concatenate(xs), np.concatenate(ys), np.concatenate(ls)
+
+    def gradient():
+        k = int(rng.integers(3, 6))
+        ys = np.linspace(1500, 8500, k)
+        xs, yy, ls = [], [], []
+        for j in range(k):
+            n = int(rng.integers(800, 4000))
+            u = rng.uniform(0, 1, n)
+            x = 1000 + 8000 * (10.0 ** u - 1) / 9  # density ∝ 1/(1 + 9t), t in [0, 1]: tenfold along the band
+            if j % 2:
+                x = X1 - x
+            y = ys[j] + rng.uniform(-350, 350, n)
+            xs.append(x); yy.append(y); ls.append(np.full(n, j + 1))
+        return np.concatenate(xs), np.concatenate(yy), np.concatenate(ls)
+
+    def city():
+        kb, ks = int(rng.integers(4, 13)), int(rng.integers(2, 5))
+        c = centres(kb + ks, 1000, 700)
+        xs, ys, ls = [], [], []
+        for j in range(kb + ks):
+            if j < kb:
+                n, half = int(rng.integers(150, 601)), rng.uniform(75, 200)
+                pts = c[j] + rng.uniform(-half, half, (n, 2))
+            else:
+                n, sd = int(rng.integers(300, 1501)), rng.uniform(400, 800)
+                pts = c[j] + rng.normal(0, sd, (n, 2))
+            xs.append(pts[:, 0]); ys.append(pts[:, 1]); ls.append(np.full(n, j + 1))
+        x, y, lab = np.concatenate(xs), np.concatenate(ys), np.concatenate(ls)
+        # a point belongs to the group it was drawn from; clip to the box
+        return np.clip(x, 1, X1 - 1), np.clip(y, 1, Y1 - 1), lab
+
+    def disc(c, r, n):
+        a = rng.uniform(0, 2 * np.pi, n)
+        d = r * np.sqrt(rng.uniform(0, 1, n))
+        return c + np.c_[np.cos(a), np.sin(a)] * d[:, None]
+
+    def touching():
+        while True:
+            k = int(rng.integers(2, 5))
+            r = rng.uniform(250, 1200, k)
+            ratio = rng.uniform(2, 6)  # densest over sparsest
+            f = np.exp(rng.uniform(0, np.log(ratio), k))
+            f[rng.permutation(k)[:2]] = [1.0, ratio]
+            sizes = f * r ** 2
+            sizes = np.round(sizes / sizes.sum() * rng.uniform(200, 3000)).astype(int)
+            if sizes.min() < 30:
+                continue
+            c = [rng.uniform(2500, 7500, 2)]
+            for j in range(1, k):
+                for _ in range(200):
+                    i = int(rng.integers(0, j))
+                    gap = rng.uniform(0, 1) * min(r[i], r[j]) / 2  # 0-1 s.d. of the smaller disc's coordinates
+                    a = rng.uniform(0, 2 * np.pi)
+                    p = c[i] + (r[i] + r[j] + gap) * np.array([np.cos(a), np.sin(a)])
+                    if (np.all(p - r[j] > 200) and np.all(p + r[j] < X1 - 200)
+                            and all(np.hypot(*(p - c[m])) >= r[m] + r[j] for m in range(j))):
+                        c.append(p)
+                        break
+                else:
+                    break
+            if len(c) == k:
+                break
+        pts = np.concatenate([disc(c[j], r[j], sizes[j]) for j in range(k)])
+        lab = np.repeat(np.arange(1, k + 1), sizes)
+        return pts[:, 0], pts[:, 1], lab
+
+    def bridged():
+        r = rng.uniform(400, 1000, 2)
+        n = rng.integers(300, 1501, 2)
+        length, width = rng.uniform(300, 1200), rng.uniform(100, 250)
+        a = rng.uniform(0, 2 * np.pi)
+        u = np.array([np.cos(a), np.sin(a)])
+        span = r[0] + length + r[1]
+        c0 = np.array([X1 / 2, Y1 / 2]) - u * span / 2 + rng.uniform(-1000, 1000, 2)
+        c1 = c0 + u * span
+        dens = min(n[0] / (np.pi * r[0] ** 2), n[1] / (np.pi * r[1] ** 2)) * rng.uniform(0.25, 0.5)
+        nb = max(int(round(dens * length * width)), 5)
+        t = rng.uniform(r[0], r[0] + length, nb)
+        bridge = c0 + t[:, None] * u + rng.uniform(-width / 2, width / 2, nb)[:, None] * np.array([-u[1], u[0]])
+        pts = np.concatenate([disc(c0, r[0], n[0]), disc(c1, r[1], n[1]), bridge])
+        lab = np.concatenate([np.full(n[0], 1), np.full(n[1], 2), np.zeros(nb, int)])
+        return pts[:, 0], pts[:, 1], lab
+
+    makers = {"small": small, "trails": trails, "gradient": gradient, "city": city, "touching": touching,
+              "bridged": bridged}
+    out = {}
+    for cat in CATEGORIES:
+        for i in range(per_category):
+            x, y, lab = makers[cat]()
+            ok = (x > X0) & (x < X1) & (y > Y0) & (y < Y1)
+            out[f"gen_{cat}_{i}"] = (x[ok], y[ok], lab[ok], CATEGORY_BOX)
     return out
 
 
@@ -298,18 +473,19 @@ def run(args):
     from dpgeo.evaluation import adjusted_rand_index
 
     names = set(args.sets.split(",")) if args.sets else None
-    data = load_sets(names, args.synthetic)
-    if args.validation_only:  # the sets the defaults were chosen on (the defaults' table of docs/results.md)
-        data = {k: v for k, v in data.items() if k not in REPRODUCTION}
+    data = load_sets(names, args.synthetic, args.categories)
+    if args.validation_only:  # the sets the rules are chosen on (the rules' tables of docs/results.md)
+        data = {k: v for k, v in data.items() if k.startswith(("syn_", "gen_"))}
     seeds = list(range(args.seeds))
     refs = json.loads(Path(args.ref_cache).read_text()) if args.ref_cache and Path(args.ref_cache).exists() else {}
     out = {"settings": {"epsilons": args.eps, "seeds": seeds, "box_rule": public_box.__doc__, "auto": args.auto},
            "sets": {}}
     t0 = time.perf_counter()
-    for name, (x, y, lab) in data.items():
-        box = public_box(x, y)
+    for name, v in data.items():
+        x, y, lab = v[:3]
+        box = v[3] if len(v) > 3 else public_box(x, y)
         rec = out["sets"][name] = {"n": int(x.size), "k": int(np.unique(lab[lab > 0]).size), "box": box,
-                                   "validation": name not in REPRODUCTION, "eps": {}}
+                                   "validation": name.startswith(("syn_", "gen_")), "eps": {}}
         if name in refs:  # the non-private references depend on the data alone
             ref, alpha, mp, hdb = refs[name]
         else:
@@ -321,8 +497,9 @@ def run(args):
         cache = {}
         for eps in args.eps:
             e = rec["eps"][str(eps)] = {}
-            e["auto"] = float(np.mean([adjusted_rand_index(lab, auto_labels(x, y, box, eps, s, **args.auto))
-                                       for s in seeds]))
+            e["auto_seeds"] = [float(adjusted_rand_index(lab, auto_labels(x, y, box, eps, s, **args.auto)))
+                               for s in seeds]
+            e["auto"] = float(np.mean(e["auto_seeds"]))
             if grid:
                 scores = [float(np.mean([adjusted_rand_index(lab, dbscan_labels(x, y, box, eps, s, r, m, cache))
                                          for s in seeds])) for r, m in grid]
@@ -345,7 +522,7 @@ def report(out):
     head = ["set", "n", "k", "DBSCAN best (ε=∞)", "HDBSCAN (ε=∞)"]
     for e in epss:
         head += [f"auto ε={e:g}"] + ([f"oracle ε={e:g}"] if has_oracle else [])
-    lines.append(f"Mean ARI over {len(out['settings']['seeds'])} seeds (v: a validation set; "
+    lines.append(f"Mean ARI over {len(out['settings']['seeds'])} seeds (v: a generated set, where rules are chosen; "
                  "bold: auto at least 0.8× DBSCAN best)\n")
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
@@ -363,8 +540,16 @@ def report(out):
                  "mean of the ratio to DBSCAN best)\n")
     lines.append("| sets | ε | auto | auto ≥ 0.8× | auto / DBSCAN | oracle | oracle ≥ 0.8× | HDBSCAN | DBSCAN |")
     lines.append("|---|---|---|---|---|---|---|---|---|")
-    groups = {"all": list(sets), "validation": [n for n, r in sets.items() if r["validation"]],
-              "reproduction": [n for n, r in sets.items() if not r["validation"]]}
+    labelled = [n for n, r in sets.items() if not r["validation"]]
+    gen = [n for n, r in sets.items() if r["validation"]]
+    groups = {"held-out: labelled": labelled,
+              "held-out: labelled, reproduction": [n for n in labelled if n in REPRODUCTION]}
+    for cat in CATEGORIES:
+        groups[f"generated: {cat}"] = [n for n in gen if n.startswith(f"gen_{cat}_")]
+    groups["generated: battery"] = [n for n in gen if n.startswith("syn_")]
+    groups["generated: all"] = gen
+    groups["small data (<= 300 points)"] = [n for n, r in sets.items() if r["n"] <= 300]
+    groups["all"] = list(sets)
     for gname, members in groups.items():
         if not members:
             continue
@@ -377,6 +562,21 @@ def report(out):
             lines.append(f"| {gname} ({len(members)}) | {e:g} | {a.mean():.3f} | {np.mean(a >= 0.8 * ref):.0%} | "
                          f"{ratio:.2f} | " + (f"{np.nanmean(o):.3f} | {np.mean(o >= 0.8 * ref):.0%}" if has_oracle
                                               else "– | –") + f" | {hdb:.3f} | {ref.mean():.3f} |")
+    if len(epss) > 1:
+        lines.append("\nMore budget, by generated category (mean ARI over the category's sets; ± the standard "
+                     "deviation over seeds of that mean, each seed's mean taken over the sets)\n")
+        lines.append("| category | " + " | ".join(f"ε={e:g}" for e in epss) + " | non-decreasing within the spread |")
+        lines.append("|---|" + "---|" * (len(epss) + 1))
+        for cat in (*CATEGORIES, "battery"):
+            members = [n for n in gen if n.startswith(f"gen_{cat}_" if cat != "battery" else "syn_")]
+            if not members:
+                continue
+            per_seed = [np.mean([sets[n]["eps"][str(e)]["auto_seeds"] for n in members], axis=0) for e in epss]
+            m = [float(v.mean()) for v in per_seed]
+            sd = [float(v.std(ddof=1)) if v.size > 1 else 0.0 for v in per_seed]
+            ok = all(m[i + 1] >= m[i] - (sd[i] + sd[i + 1]) for i in range(len(m) - 1))
+            lines.append(f"| {cat} ({len(members)}) | " + " | ".join(f"{a:.3f} ± {b:.3f}" for a, b in zip(m, sd))
+                         + f" | {'yes' if ok else 'no'} |")
     return "\n".join(lines)
 
 
@@ -395,7 +595,9 @@ def main(argv=None):
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: all)")
     ap.add_argument("--synthetic", action="store_true", help="add the synthetic validation battery")
     ap.add_argument("--validation-only", action="store_true",
-                    help="only the validation sets (leave out the reproduction sets, which chose nothing)")
+                    help="only the generated sets, where rules are chosen (leave out the labelled, held-out ones)")
+    ap.add_argument("--categories", type=int, default=0, metavar="N",
+                    help="add N generated sets of each failure class (" + ", ".join(CATEGORIES) + ")")
     ap.add_argument("--no-oracle", action="store_true", help="skip the best-of-grid DP-DBSCAN (the slow part)")
     ap.add_argument("--auto", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting of the auto mechanism to change (repeatable)")

@@ -201,7 +201,10 @@ def _by_points(rows) -> str:
         return _plain(rows)
     return _PAD.join(
         f"{number_text(r['n_points'])}: cells of {_unit_text('metres', r['cell_width_m'])} "
-        f"({number_text(r['n_cells'])} cells), smallest cluster {number_text(r['smallest_cluster_points'])} points, "
+        f"({number_text(r['n_cells'])} cells), smallest cluster {number_text(r['smallest_cluster_points'])} points"
+        + (f" (a compact group alone in the study area: {number_text(r['smallest_group_points'])})"
+           if "smallest_group_points" in r else "")
+        + ", "
         f"floor {r['floor_level_range'][0]}–{r['floor_level_range'][1]} points per 3×3 cells"
         + (f", every level within {number_text(r['gamma_all_levels'])}" if "gamma_all_levels" in r else "")
         for r in rows)

@@ -601,13 +601,14 @@ def end_to_end_hotspots(epsilon: float = 1.0, n: int = 500) -> Scenario:
         make_source=lambda seed: itertools.count(seed * 1_000_003 + 7))
 
 
-def auto_spans(epsilon: float = 1.0, n: int = 1500, points: int = 40) -> Scenario:
+def auto_spans(epsilon: float = 1.0, n: int = 1500, points: int = 3000) -> Scenario:
     """Spans without a radius (``auto``): the noisy total and the histogram together, one record apart.
 
     Every point lies in the corner cell of the finest grid of a 100 m square, so
     whatever cell width the noisy total picks they all lie in the first cell
-    ``c`` of the released histogram. ``D`` has ``N - 1 = 39`` points, ``D′``
-    ``N = 40``. The statistic is ``(n̂, released count of c)``; ``S`` = "both are
+    ``c`` of the released histogram. ``D`` has ``N - 1 = 2999`` points, ``D′``
+    ``N = 3000`` (enough for the uniform grid to have more than 1024 cells: no
+    occupancy step, whose split ``tests/test_auto.py`` checks by the noise's law). The statistic is ``(n̂, released count of c)``; ``S`` = "both are
     at least ``N``": ``Pr[S | D′] = Pr[Z₀ ≥ 0] Pr[Z₁ ≥ 0] = 1/((1+q₀)(1+q₁))``,
     ``Pr[S | D] = q₀q₁/((1+q₀)(1+q₁))``, ratio ``e^{ε₀+ε₁} = e^ε``
     (``q₀ = e^{-ε₀}``, ``q₁ = e^{-ε₁}``, the two shares of the budget).

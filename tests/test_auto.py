@@ -17,6 +17,7 @@ from dpgeo.grid import Grid
 from dpgeo.mechanisms import auto as m_auto
 from dpgeo.mechanisms import resolution
 from dpgeo.mechanisms.auto import auto_spans_cells
+from dpgeo.mechanisms.concentration import concentration_budget
 from dpgeo.mechanisms.resolution import (
     auto_budget,
     coarse_grid,
@@ -102,12 +103,123 @@ def _histogram_noise(eps, seed):
 
 
 def test_histogram_gets_exactly_the_rest_of_the_budget():
-    """The histogram's noise has decay exp(-0.95 ε): a chi-square test at 1e-6 accepts it and rejects the
-    law of the whole ε (the total's share not taken out: a wrong split)."""
+    """With many points (a fine uniform grid: no occupancy step) the histogram's noise has decay exp(-0.95 ε):
+    a chi-square test at 1e-6 accepts it and rejects the law of the whole ε (a wrong split)."""
     run, z = _histogram_noise(1.0, seed=3)
-    assert run.settings["epsilon_histogram"] == auto_budget(1.0)[1] and z.size > 10_000
+    assert run.settings["epsilon_histogram"] == auto_budget(1.0)[1] and run.occupancy is None
+    assert z.size > 10_000
     assert _chi2_p(z, math.exp(-0.95), 8) > ALPHA
     assert _chi2_p(z, math.exp(-1.0), 8) < ALPHA
+
+
+def test_small_data_splits_the_budget_with_the_occupancy_histogram():
+    """200 points (a coarse uniform grid): the occupancy histogram's noise has decay exp(-0.19 ε) and the
+    final histogram's exp(-0.76 ε) (20 % of the histogram's 0.95 ε, and the rest). Pooled over 60 runs, a
+    chi-square test at 1e-6 accepts each law and rejects the other and 0.95 ε (failure rate of each
+    acceptance 1e-6); the three ε add up to at most the charged ε, exactly."""
+    from dpgeo.noise import noise_epsilon
+
+    e_c, e_1 = concentration_budget(auto_budget(1.0)[1])
+    assert noise_epsilon(auto_budget(1.0)[0]) + noise_epsilon(e_c) + noise_epsilon(e_1) <= noise_epsilon(1.0)
+    f = fine_grid(_area(10_000.0, 10_000.0))
+    src = NoiseSource(seed=4)
+    occ, fin = [], []
+    for _ in range(60):
+        run = auto_spans_cells(f, np.array([0]), np.array([200]), epsilon=1.0, rng=src)
+        assert run.settings["epsilon_occupancy"] == e_c and run.settings["epsilon_histogram"] == e_1
+        z = run.occupancy.count.copy()
+        occ.append(z[1:])  # every point lies in cell 0
+        z = run.hist.count.copy()
+        fin.append(z[1:])
+    occ, fin = np.concatenate(occ), np.concatenate(fin)
+    assert occ.size > 3_000 and fin.size > 3_000
+    assert _chi2_p(occ, math.exp(-0.19), 25) > ALPHA
+    assert _chi2_p(occ, math.exp(-0.76), 25) < ALPHA
+    assert _chi2_p(fin, math.exp(-0.76), 8) > ALPHA
+    assert _chi2_p(fin, math.exp(-0.19), 8) < ALPHA
+    assert _chi2_p(fin, math.exp(-0.95), 8) < ALPHA
+
+
+def test_compact_groups_get_finer_cells_and_come_out_apart():
+    """Three groups of 40-60 points in a 10 km study area, ε = 1: the occupancy histogram finds them, the
+    cells are several times finer than the uniform rule's, and the map shows three clusters (seeded)."""
+    rng = np.random.default_rng(7)
+    c = np.array([[2000, 3000], [4000, 3400], [6000, 7000]])
+    sizes = [40, 50, 60]
+    lab = np.repeat(np.arange(3), sizes)
+    xy = c[lab] + rng.normal(0, 80, (lab.size, 2))
+    f = fine_grid(_area(10_000.0, 10_000.0))
+    ids, counts = np.unique(f.assign(xy[:, 0], xy[:, 1]).cell_id, return_counts=True)
+    r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=1))
+    assert r.settings["cell_width_m"] * 3 < r.settings["uniform_cell_width_m"]
+    assert r.clusters.n_clusters == 3
+    # spread points keep the uniform rule: the occupancy step changes nothing there
+    x, y = rng.uniform(0, 10_000, 5000), rng.uniform(0, 10_000, 5000)
+    ids, counts = np.unique(f.assign(x, y).cell_id, return_counts=True)
+    r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=1))
+    assert r.settings["cell_width_m"] == r.settings["uniform_cell_width_m"]
+
+
+def _corridor(middle_points):
+    """A corridor 6 km long, 1,000 points a km but ``middle_points`` in its sixth kilometre (fine counts)."""
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.uniform(2000, 5000, 3000), rng.uniform(5000, 6000, middle_points), rng.uniform(6000, 8000, 2000)]
+    y = 5000 + rng.normal(0, 30, x.size)
+    f = fine_grid(_area(10_000.0, 10_000.0))
+    ids, counts = np.unique(f.assign(x, y).cell_id, return_counts=True)
+    return f, ids, counts
+
+
+def test_a_ridge_without_a_dip_stays_one_cluster():
+    """A corridor 6 km long of even density: one cluster on each of three seeds (the noise alone does not
+    cut it)."""
+    f, ids, counts = _corridor(1000)
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
+         for s in (1, 2, 3)]
+    assert n == [1, 1, 1], n  # seeded
+
+
+def test_the_dip_rule_decides_whether_a_dipping_ridge_splits():
+    """A corridor whose density falls by 30% in its middle (1,000 points a km, 30 m across: the dip is
+    significant given the noise): two clusters at the defaults (a branch counts once its peak is 1.25 times
+    the level where it joins its sibling and two s.d. of that level's noise and Poisson variation above it;
+    chosen on the generated sets, where a stricter rule merged touching shapes of different density), one
+    with the previous rule (a prominence of 3 noise s.d., a peak twice that level, no significance term),
+    on each of three seeds."""
+    f, ids, counts = _corridor(700)
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
+         for s in (1, 2, 3)]
+    assert n == [2, 2, 2], n  # seeded
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s), prominence_sd=3.0,
+                          dip_ratio=1.0, dip_z=0.0).clusters.n_clusters for s in (1, 2, 3)]
+    assert n == [1, 1, 1], n  # seeded
+
+
+def test_no_two_clusters_are_neighbours():
+    """Blobs close enough for their grown fringes to meet: no cell of one cluster is among the 8 neighbours
+    of a cell of another, and the layer's polygons do not touch."""
+    import shapely
+
+    from dpgeo.mechanisms.level_tree import adjacent_pairs
+
+    rng = np.random.default_rng(5)
+    c = np.array([[400, 500], [700, 500], [1000, 520], [550, 800]])
+    lab = rng.integers(0, 4, 8000)
+    x, y = c[lab, 0] + rng.normal(0, 45, lab.size), c[lab, 1] + rng.normal(0, 45, lab.size)
+    for seed in range(3):
+        res = dpgeo.dbscan_spans((x, y, CRS), epsilon=1.0, seed=seed, ledger=False, domain=(0, 0, 1500, 1500),
+                                 domain_crs=CRS, crs=CRS)
+        g = res.layer.geometry.values
+        assert len(g) >= 2
+        a, b = shapely.STRtree(g).query(g, predicate="intersects")
+        assert (a == b).all()
+        assert (res.layer["parts"] >= 1).all() and "parts_rule" in res.metadata
+    run = auto_spans_cells(fine_grid(_area(1500.0, 1500.0)), *np.unique(
+        fine_grid(_area(1500.0, 1500.0)).assign(x, y).cell_id, return_counts=True), epsilon=1.0,
+        rng=NoiseSource(seed=0))
+    cl = run.clusters
+    i, j = adjacent_pairs(run.grid, cl.cell_id)
+    assert (cl.label[i] == cl.label[j]).all()
 
 
 def test_the_pipeline_scales_the_noise_by_the_person_cap(monkeypatch):
@@ -259,15 +371,16 @@ def test_preview_tells_the_truth_about_a_run_on_the_sample():
     assert row["floor_level_range"][0] <= md["floor_level"] <= row["floor_level_range"][1]
 
 
-def test_auto_mechanism_is_post_processing_of_two_releases(monkeypatch):
-    """Only release_total and dense_histogram draw noise: every other step sees their outputs alone."""
+def test_auto_mechanism_is_post_processing_of_three_releases(monkeypatch):
+    """Only release_total and dense_histogram (occupancy, then the map) draw noise: every other step sees their
+    outputs alone."""
     calls = []
     orig_total, orig_hist = m_auto.release_total, m_auto.dense_histogram
     monkeypatch.setattr(m_auto, "release_total", lambda *a, **k: calls.append("total") or orig_total(*a, **k))
     monkeypatch.setattr(m_auto, "dense_histogram", lambda *a, **k: calls.append("hist") or orig_hist(*a, **k))
     f = fine_grid(_area())
     auto_spans_cells(f, np.array([0, 5]), np.array([40, 3]), epsilon=1.0, rng=NoiseSource(seed=1))
-    assert calls == ["total", "hist"]
+    assert calls == ["total", "hist", "hist"]
 
 
 def test_levels_layer_is_written_on_request(tmp_path):
@@ -290,3 +403,18 @@ def test_levels_layer_is_written_on_request(tmp_path):
     assert len([x for x in pyogrio.list_layers(plain.to_file(tmp_path / "plain.gpkg")) if x[1]]) == 1
     with pytest.raises(ParameterError, match="levels"):
         dpgeo.dbscan_spans(blobs(), epsilon=1.0, seed=1, ledger=False, radius_m=60, min_points=20, levels=True, **KW)
+
+
+def test_preview_states_the_smallest_group_and_the_map_says_too_small():
+    """Before any data is read, preview states the fewest points a compact group needs at this ε (more with
+    few points, where the occupancy step must find it first); a map with nothing to show says so."""
+    pv = dpgeo.noise_preview(epsilon=1.0, domain=(0, 0, 10_000, 10_000), domain_crs=CRS, n_points=200)
+    row = pv["by_points"][0]
+    assert row["occupancy_step"] and row["smallest_group_points"] >= row["smallest_cluster_points"] >= 14
+    big = dpgeo.noise_preview(epsilon=1.0, domain=(0, 0, 10_000, 10_000), domain_crs=CRS, n_points=100_000)
+    assert not big["by_points"][0]["occupancy_step"]
+    rng = np.random.default_rng(1)
+    x, y = 5000 + rng.normal(0, 50, 12), 5000 + rng.normal(0, 50, 12)
+    res = dpgeo.dbscan_spans((x, y, CRS), epsilon=1.0, seed=1, ledger=False, domain=(0, 0, 10_000, 10_000),
+                             domain_crs=CRS, crs=CRS)
+    assert len(res.layer) == 0 and "too_small" in res.metadata

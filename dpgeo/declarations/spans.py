@@ -189,6 +189,37 @@ SPANS_OUTPUTS = (
     Meta("grow_steps", "growing steps", "Parameters", "how many cells a span may grow"),
     Meta("by_points", "for n points", "Auto: its choices",
          "what an auto run would do, for a few numbers of points", render="by_points"),
+    # where the points are (small data: dpgeo.mechanisms.concentration), the dip rule and the gap between clusters
+    Meta("epsilon_occupancy", "ε of the occupancy histogram", "Privacy",
+         "the part of ε spent on finding where the points are (small data; 0 otherwise)"),
+    Meta("concentration_share", "share of the histogram's ε for the occupancy", "Privacy",
+         "the share of the histogram's ε an occupancy histogram takes when the data are small", render="share"),
+    Meta("uniform_cell_width_m", "uniform rule's cell width", "Auto: its choices",
+         "the cell width the noisy total alone gives", unit="metres"),
+    Meta("occupancy_block", "occupancy block", "Auto: its choices",
+         "the block size (in uniform cells) whose occupied blocks set the area the cells are fitted to"),
+    Meta("occupancy_blocks", "occupancy block sizes tried", "Auto: its choices",
+         "the block sizes (in uniform cells) tried, smallest first"),
+    Meta("occupancy_fdr", "occupancy: FDR", "Auto: its choices",
+         "the false-discovery rate at which a block is found occupied"),
+    Meta("occupied_area_m2", "occupied area", "Auto: its choices", "the area of the occupied blocks (m²)"),
+    Meta("occupied_mass", "points in occupied blocks", "Auto: its choices",
+         "the noisy points the occupied blocks hold", unit="points"),
+    Meta("occupied_mass_share", "least share of points in occupied blocks", "Auto: its choices",
+         "the share of the noisy total the occupied blocks must hold for the cells to follow them"),
+    Meta("occupied_share_of_area", "occupied share of the study area", "Auto: its choices",
+         "the occupied blocks' share of the study area"),
+    Meta("max_occupied_area_share", "largest occupied share", "Auto: its choices",
+         "the largest share of the study area the occupied blocks may cover for the cells to follow them"),
+    Meta("min_dip_ratio", "dip rule: share", "Thresholds",
+         "a branch counts only if its peak rises this share above the level where it joins its sibling "
+         "(0.25: a peak 1.25 times that level)"),
+    Meta("min_dip_z", "dip rule: significance", "Thresholds",
+         "a branch must also rise this many noise standard deviations above its split level"),
+    Meta("parts_rule", "parts", "Result", "why a cluster can be several polygons, and the gap between clusters"),
+    Meta("too_small", "too small", "Result", "why the map has no cluster", note=True, panel=True),
+    Meta("levels_layer", "levels layer", "Result", "whether the release carries the tree of levels",
+         unit="yes/no"),
 )
 
 #: What only a preview adds: auto's choices for one number of points, one column each in a table of previews.
@@ -222,7 +253,9 @@ class SpansMechanism(Mechanism):
     keywords = ("differential privacy", "DBSCAN", "clusters", "hot spots")
     params = SPANS_PARAMS
     # without a radius (auto), the flat map adds each cluster's level
-    fields = CLUSTER_FIELDS + tuple(Field(name, "int", text) for name, text in LEVEL_FIELDS.items())
+    fields = CLUSTER_FIELDS + tuple(Field(name, "int", text) for name, text in LEVEL_FIELDS.items()) + (
+        Field("parts", "int", "without a radius (auto): the polygons of the cluster's outline (more than 1 where its "
+                              "cells meet only at a corner or the study area's edge cuts them)"),)
     outputs = SPANS_OUTPUTS
     read_share = 0.4
     examples = """\

@@ -20,6 +20,7 @@ from ..declare import Outcome
 from ..errors import ParameterError
 from ..grid import Grid
 from ..mechanisms.auto import auto_plan, auto_spans_cells, gamma_all_levels
+from ..mechanisms.concentration import CONCENTRATION_SHARE, OCCUPANCY_FDR, OCCUPANCY_MAX_CELLS, concentration_budget
 from ..mechanisms.dbscan import DEFAULT_BETA, SpanCells
 from ..mechanisms.levels import (
     DEFAULT_FDR,
@@ -97,10 +98,13 @@ def _cap(p) -> int:
 
 
 def auto_budget_checked(epsilon, sensitivity):
-    """``(ε₀, ε₁)``, both in the exact sampler's range (refused before anything is read or charged)."""
-    eps0, eps1 = auto_budget(epsilon)
-    noise_rate(eps0, sensitivity)
-    noise_rate(eps1, sensitivity)
+    """``(ε₀, ε₁)`` of the total and of the histogram the clusters are read from, and the occupancy
+    histogram's ``ε_c`` in between, all in the exact sampler's range (refused before anything is read or
+    charged)."""
+    eps0, eps_h = auto_budget(epsilon)
+    eps_c, eps1 = concentration_budget(eps_h)
+    for e in (eps0, eps_c, eps1):
+        noise_rate(e, sensitivity)
     return eps0, eps1
 
 
@@ -113,7 +117,7 @@ def auto_cell_width(area, p):
 def auto_grid(area, p, c, max_memory_bytes=None) -> Grid:
     """The finest grid of ``area`` (the points are counted on it), after the memory of the largest histogram
     ``auto`` could release is checked."""
-    eps1 = None if p.get("epsilon") is None else auto_budget(p["epsilon"])[1]
+    eps1 = None if p.get("epsilon") is None else concentration_budget(auto_budget(p["epsilon"])[1])[1]
     check_plan(plan_run(area, auto_cell_width(area, p), mechanism="dbscan", epsilon=eps1, sensitivity=c.sensitivity,
                         kappa=9, histogram="dense", max_dense_cells=_cap(p)),
                max_memory_bytes, cell_option="max_dense_cells")
@@ -138,6 +142,7 @@ def auto_run(counts, p, c, setup, rng, progress) -> Outcome:
     layer = cluster_polygons(grid, cl.cell_id, cl.label, hist.lookup(cl.cell_id), q=hist.q)
     layer.insert(1, "level", cl.cluster_level)
     layer.insert(2, "level_top", cl.cluster_top)
+    layer["parts"] = _parts(layer)
     md = {"auto": True, "radius_m": None, "min_points": None, "beta": p.get("beta", DEFAULT_BETA)}
     md.update(run.settings)
     md["grid"] = grid.to_metadata()
@@ -155,10 +160,28 @@ def auto_run(counts, p, c, setup, rng, progress) -> Outcome:
                               "each cluster lies inside one true cluster at t - Gamma and contains every true cluster "
                               "at t + Gamma")
     md["dp_count_interval"] = "95%: sum of released cell counts ± noise quantile, clipped at 0"
+    md["parts_rule"] = ("no two clusters are neighbours (a grown cell next to another cluster is left out); a "
+                        "cluster's cells are connected through edges or corners, and parts > 1 where they meet "
+                        "only at a corner or the study area's edge cuts them")
+    if cl.n_clusters == 0:
+        md["too_small"] = (f"no cluster: at this epsilon a group must hold about {smallest_group(run.settings)} "
+                           "points to be shown (preview says it before reading any data)")
     if p.get("levels"):
         md["levels_layer"] = True  # files written from this release carry the tree of levels too
     cells = SpanCells(grid, cl.cell_id, cl.label, hist.lookup(cl.cell_id), cl.n_clusters, cl.n_core_cells)
     return Outcome(layer, md, cells, levels=lambda: levels_layer(grid, hist, cl))
+
+
+def _parts(layer) -> np.ndarray:
+    """How many polygons each cluster's outline has."""
+    import shapely
+
+    return shapely.get_num_geometries(layer.geometry.values).astype(np.int64)
+
+
+def smallest_group(settings) -> int:
+    """The fewest points a compact group needs to be shown (public: the floor and the minimum mass)."""
+    return int(math.ceil(max(settings.get("min_cluster_mass", 0.0), settings.get("floor_level") or 0.0)))
 
 
 def levels_layer(grid, hist, cl):
@@ -200,7 +223,10 @@ def auto_preview(area, p, c) -> dict:
     the run uses its noisy total): the ``cell_width_m`` and ``n_cells`` (the
     cells of the grid it would release, as the run counts them), the
     ``smallest_cluster_points`` (the fewest points a cluster can hold and still
-    be shown, concentrated in one cell), ``floor_level_range`` (the lowest
+    be shown, concentrated in one cell), ``smallest_group_points`` (the fewest
+    points of a compact group in an otherwise empty study area that the map
+    can show: the occupancy histogram must find it, then the map show it;
+    with fewer the map says the data is too small for the budget), ``floor_level_range`` (the lowest
     level shown lies in this range of noisy points per 3x3 cells: the floor of
     a map with points everywhere, and of one with a single place of points)
     and ``gamma_all_levels`` (Γ: with probability ``1 - beta`` every level is
@@ -215,37 +241,50 @@ def auto_preview(area, p, c) -> dict:
     (50000, True, True)
     """
     eps0, eps1 = auto_budget_checked(p["epsilon"], c.sensitivity)
+    eps_h = auto_budget(p["epsilon"])[1]
+    eps_c = concentration_budget(eps_h)[0]
+    q_c = discrete_laplace_q(eps_c, c.sensitivity)
     fdr = DEFAULT_FDR if p.get("fdr") is None else p["fdr"]
     w0 = fine_width(area)
-    q = discrete_laplace_q(eps1, c.sensitivity)
-    sd = sum_noise_sd(q)
+    q_1, q_h = discrete_laplace_q(eps1, c.sensitivity), discrete_laplace_q(eps_h, c.sensitivity)
+    sd_1, sd_h = sum_noise_sd(q_1), sum_noise_sd(q_h)
     n_points = p.get("n_points")
     n_points = [10 ** k for k in range(3, 8)] if n_points is None else [int(n_points)]
     beta = p.get("beta", DEFAULT_BETA)
     rows, cells_of = [], {}
     for n in n_points:
-        k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
+        k, width = auto_plan(area, w0, n, epsilon_histogram=eps_h, sensitivity=c.sensitivity, max_cells=_cap(p))
+        q, sd = q_h, sd_h
+        small = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # small data: the occupancy step runs
+        if small:
+            k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
+            q, sd = q_1, sd_1
         if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
             cells_of[k] = coarse_grid(area, w0, k).n_cells
         m = cells_of[k]
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: points everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
+        # a compact group in a large empty study area: the occupancy histogram must find its cell first
+        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if small else 0
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
+                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": small,
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
                      "gamma_all_levels": int(gamma_all_levels(q, m, beta))})
     return {
         "auto": True,
         "epsilon": p["epsilon"],
         "epsilon_total": eps0,
+        "epsilon_occupancy": eps_c,
+        "concentration_share": CONCENTRATION_SHARE,
         "epsilon_histogram": eps1,
         "total_share": TOTAL_SHARE,
         "fdr": fdr,
         "fine_cell_width_m": w0,
         "max_fine_cells": MAX_FINE_CELLS,
         "max_cells": _cap(p),
-        "noise_sd_of_level": sd,
+        "noise_sd_of_level": sd_h,
         "min_prominence": MIN_PROMINENCE_SD * sd,
         "grow_steps": GROW_STEPS,
         "level_unit": "noisy points in the 3x3 cells around a cell",

@@ -1,13 +1,16 @@
 """Spans without a radius (``auto``): the grid from a noisy total, then density levels of one histogram.
 
 The mechanism on counts (no I/O): exact counts of the finest public grid in,
-a released noisy total, one released histogram and the clusters chosen from it
-out. The steps and their privacy argument are in
-:mod:`dpgeo.mechanisms.resolution` and :mod:`dpgeo.mechanisms.levels`; the
-proof sketch in ``docs/privacy.md`` ("Spans without a radius").
+a released noisy total, an occupancy histogram, one released histogram and the
+clusters chosen from it out. The steps and their privacy argument are in
+:mod:`dpgeo.mechanisms.resolution`, :mod:`dpgeo.mechanisms.concentration` and
+:mod:`dpgeo.mechanisms.levels`; the proof sketch in ``docs/privacy.md``
+("Spans without a radius").
 
-Budget: ``ε₀ = TOTAL_SHARE·ε`` for the total, ``ε₁ = ε - ε₀`` for the histogram
-(the ε the two noises are drawn with sum to at most the charged ε, as rationals); nothing else is released.
+Budget: ``ε₀ = TOTAL_SHARE·ε`` for the total; of the rest ``ε_h``,
+``ε_c = CONCENTRATION_SHARE·ε_h`` for the occupancy histogram and ``ε₁ = ε_h - ε_c``
+for the histogram the clusters are read from (the ε the three noises are drawn
+with sum to at most the charged ε, as rationals); nothing else is released.
 """
 
 from __future__ import annotations
@@ -25,10 +28,20 @@ from ..noise import (
     discrete_laplace_variance,
     sum_abs_bound,
 )
+from .concentration import (
+    CONCENTRATION_SHARE,
+    OCCUPANCY_MAX_CELLS,
+    OCCUPIED_MASS_SHARE,
+    concentration_budget,
+    occupied_width,
+)
 from .levels import (
     DEFAULT_FDR,
     GROW_STEPS,
+    MIN_DIP_RATIO,
+    MIN_DIP_Z,
     MIN_MASS_SHARE,
+    MIN_PROMINENCE_SD,
     LevelClusters,
     density_levels,
     sum_noise_sd,
@@ -66,6 +79,9 @@ class AutoSpans:
         The flat map and the tree of levels.
     settings : dict
         Every public choice, for the metadata.
+    occupancy : NoisyHistogram or None
+        The released occupancy histogram (``epsilon_occupancy``) that chose
+        the width (None without one).
     """
 
     grid: Grid
@@ -74,6 +90,7 @@ class AutoSpans:
     factor: int
     clusters: LevelClusters
     settings: dict = field(default_factory=dict)
+    occupancy: NoisyHistogram | None = None
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,7 +127,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      sensitivity: int = 1, fdr: float = DEFAULT_FDR, extent: str = "grown",
                      total_share: float = TOTAL_SHARE, rho: float = POINTS_PER_NOISE_SD,
                      max_cells: int = AUTO_MAX_CELLS, beta: float = 0.05, selection: str = "eom",
-                     min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS) -> AutoSpans:
+                     min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS,
+                     concentration_share: float = CONCENTRATION_SHARE,
+                     occupied_mass_share: float = OCCUPIED_MASS_SHARE,
+                     prominence_sd: float = MIN_PROMINENCE_SD, dip_ratio: float = MIN_DIP_RATIO,
+                     merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -135,6 +156,16 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     beta : float
         Failure probability of the all-cells bound Γ reported for the
         sandwich statement (utility only).
+    concentration_share, occupied_mass_share
+        The share of the histogram's budget the occupancy histogram takes
+        (small data only; 0: never) and the share of ``n̂`` its occupied
+        blocks must hold (:mod:`dpgeo.mechanisms.concentration`).
+    prominence_sd, dip_ratio, dip_z, merge_ratio
+        How far a branch must rise above its split (in s.d. of a 3×3 sum's
+        noise, as a share of the split level, and in s.d. of the split level's
+        noise and Poisson variation), and when chosen clusters
+        that meet are joined (None: never), as for
+        :func:`dpgeo.mechanisms.level_select.select_clusters`.
 
     Returns
     -------
@@ -156,26 +187,50 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     (2, True)
     """
     src = rng
-    eps0, eps1 = auto_budget(epsilon, total_share)
+    eps0, eps_h = auto_budget(epsilon, total_share)
     n = int(np.asarray(count, dtype=np.int64).sum())
     n_hat = release_total(n, epsilon=eps0, sensitivity=sensitivity, rng=src)
+    eps_c, eps1 = 0.0, eps_h
     factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
+                          rho=rho, max_cells=max_cells)
+    g_u = coarse_grid(fine.area, fine.cell_m, factor)
+    if concentration_share > 0 and g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS:
+        # few cells (small data): a share of the histogram's budget finds where the points are
+        eps_c, eps1 = concentration_budget(eps_h, concentration_share)
+        factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
                               rho=rho, max_cells=max_cells)
+    uniform_factor, occ_info, hist_c = factor, {}, None
+    if eps_c > 0:  # where the points are: an occupancy histogram on the uniform rule's grid
+        g_u = coarse_grid(fine.area, fine.cell_m, factor)
+        ids, counts = coarsen_counts(fine, cell_id, count, g_u, factor)
+        hist_c = dense_histogram(g_u, ids, counts, epsilon=eps_c, sensitivity=sensitivity, rng=src)
+        del ids, counts
+        sd1 = math.sqrt(discrete_laplace_variance(discrete_laplace_q(eps1, sensitivity)))
+        width, occ_info = occupied_width(hist_c, n_hat, final_sd=sd1, rho=rho, mass_share=occupied_mass_share)
+        if width is not None:
+            k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
+            factor = int(min(factor, max(k_min, round(width / fine.cell_m))))
     grid = coarse_grid(fine.area, fine.cell_m, factor)
     ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
     hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
     del ids, counts
-    clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
-                                        min_mass_share=min_mass_share, grow_steps=grow_steps)
     q = discrete_laplace_q(eps1, sensitivity)
+    clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
+                                        min_mass_share=min_mass_share, grow_steps=grow_steps,
+                                        min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
+                                        merge_ratio=merge_ratio, dip_z=dip_z)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
-        "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), "
-                           "spread over the study area's area",
+        "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "
+                           "area, or over the part of it an occupancy histogram finds the points in when that "
+                           "part is small",
         "points_per_noise_sd": rho,
         "noisy_total": int(n_hat),
         "epsilon_total": eps0,
+        "epsilon_occupancy": eps_c,
         "epsilon_histogram": eps1,
+        "uniform_cell_width_m": uniform_factor * fine.cell_m,
+        **occ_info,
         "total_share": total_share,
         "fine_cell_width_m": fine.cell_m,
         "coarsening_factor": factor,
@@ -186,4 +241,4 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         "gamma_all_levels": float(gamma),
         "gamma_beta": beta,
     })
-    return AutoSpans(grid, hist, n_hat, factor, clusters, settings)
+    return AutoSpans(grid, hist, n_hat, factor, clusters, settings, hist_c)

@@ -12,12 +12,14 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
-           "select_clusters"]
+           "select_clusters", "separate_clusters", "touching_merges"]
 
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
 EXTENTS = ("grown", "core")
@@ -88,7 +90,8 @@ def _by_level(tree: LevelTree, ascending: bool):
 
 def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
                     selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
-                    grow_steps: int | None = GROW_STEPS) -> LevelClusters:
+                    grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
+                    merge_ratio: float | None = None) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -114,6 +117,20 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         are born (default ``t_0 - 1``).
     grow_steps : int or None
         How far ``grown`` reaches (None: every cell connected to a cluster).
+    dip_ratio : float
+        ... and only if its peak rises above the split level by at least this
+        share of the split level (a ridge whose density dips by less stays one
+        cluster; ``0``: no such rule).
+    dip_z, noise_sd : float
+        ... and by at least ``dip_z`` standard deviations of the split level
+        ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
+        one level value's noise, and the points' Poisson variation): a dip
+        counts only where it is significant given the noise (``0``: no such rule).
+    merge_ratio : float or None
+        Two chosen clusters whose grown cells meet are one cluster when the
+        density where they meet is at least this share of the lower of their
+        peaks (:func:`touching_merges`); None: never. Clusters that stay apart
+        are kept a cell apart (:func:`separate_clusters`).
 
     Returns
     -------
@@ -173,7 +190,10 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         np.maximum.at(peak, parent[grp], peak[grp])
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
-    sig[:nn] = (mass[:nn] >= min_mass) & (peak[:nn] - lam[parent[:nn]] >= min_prominence)
+    split = lam[parent[:nn]]
+    sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
+                & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
+                & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))))
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)
@@ -242,13 +262,23 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         else:
             pairs = tree.pairs if tree.pairs is not None else adjacent_pairs(g, tree.cell_id, offsets)
             label = grow_labels(tree.cell_id.size, pairs, label, steps=grow_steps)
+    new_id = np.arange(chosen_nodes.size + 1)
+    if merge_ratio is not None and chosen_nodes.size > 1:
+        new_id = touching_merges(tree.grid, tree.cell_id, label, tree.value, merge_ratio, offsets=offsets)
+        label = new_id[label]
+        k = int(new_id.max())
+        lv, tp = np.full(k, np.inf), np.full(k, -np.inf)
+        np.minimum.at(lv, new_id[1:] - 1, np.asarray(level, dtype=float))
+        np.maximum.at(tp, new_id[1:] - 1, np.asarray(ctop, dtype=float))
+        level, ctop = lv, tp
+    label = separate_clusters(tree.grid, tree.cell_id, label, core, value=tree.value, offsets=offsets)
     inside = label > 0
     # the condensed tree: one entry per cluster start, the root (all cells of the tree) last
     flat = np.zeros(starts.size, dtype=np.int64)
-    flat[idx[chosen_nodes]] = np.arange(1, chosen_nodes.size + 1) if (idx[chosen_nodes] >= 0).all() else 0
+    flat[idx[chosen_nodes]] = new_id[1:] if (idx[chosen_nodes] >= 0).all() else 0
     nodes = {"node": starts, "parent": cpar, "level": birth, "top": top, "stability": stab,
              "mass": mass[starts], "selected": flat}
-    return LevelClusters(tree, tree.cell_id[inside], label[inside], int(chosen_nodes.size),
+    return LevelClusters(tree, tree.cell_id[inside], label[inside], int(new_id.max()),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
                          partial(_entry_cells, tree.cell_id, cell_cluster, cpar), int(core.sum()), cell_cluster)
 
@@ -371,3 +401,114 @@ def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -
     return out
 
 
+
+
+def separate_clusters(grid, cell_id: np.ndarray, label: np.ndarray, core: np.ndarray, value=None,
+                      offsets=BOX_OFFSETS):
+    """No two clusters share a boundary: where cells of two clusters are neighbours, a grown one is left out.
+
+    ``cell_id`` (sorted flat ids), their ``label`` (0: none), ``core`` (cells
+    of a cluster's own component, never a neighbour of another cluster's: two
+    chosen clusters are disjoint components of level sets at their births)
+    and ``value`` (their densities; default all equal). Of two neighbours
+    (``offsets``) of different clusters the grown one is unlabelled — of two
+    grown ones the one of lower density (ties: the larger label) — until no
+    two cells of different clusters are neighbours: the clusters' polygons are
+    then at least one cell apart (the levels layer keeps the finer structure),
+    and each cluster loses as few cells as that takes. A grown cell cut off
+    from its cluster's core by a cell left out is left out too, so each
+    cluster's cells stay connected (8 neighbours).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 60, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> lab = np.array([1, 1, 1, 2, 2, 2]); core = np.array([1, 1, 0, 0, 1, 1], bool)
+    >>> separate_clusters(g, np.arange(6), lab, core, value=np.array([9, 8, 5, 6, 8, 9])).tolist()
+    [1, 1, 0, 2, 2, 2]
+    """
+    label = np.asarray(label, dtype=np.int64).copy()
+    core = np.asarray(core, dtype=bool)
+    value = np.zeros(label.size) if value is None else np.asarray(value, dtype=float)
+    on = np.flatnonzero(label > 0)
+    if on.size == 0 or int(label.max()) == int(label[on].min()):
+        return label
+    a, b = adjacent_pairs(grid, cell_id[on], offsets)
+    a, b = on[a], on[b]
+    while True:
+        clash = (label[a] != label[b]) & (label[a] > 0) & (label[b] > 0)
+        if not clash.any():
+            break
+        i, j = a[clash], b[clash]
+        # the victim of each clash: a grown cell; of two, the lower density, then the larger label
+        j_first = core[i] | (~core[j] & ((value[j] < value[i]) | ((value[j] == value[i]) & (label[j] > label[i]))))
+        victim = np.where(j_first, j, i)
+        victim = victim[~core[victim]]
+        if victim.size == 0:  # only cores meet (not possible for chosen clusters): leave them
+            return label
+        label[victim] = 0
+    # a grown cell whose way to its core went through a cell left out goes too: each cluster stays connected
+    same = (label[a] == label[b]) & (label[a] > 0)
+    _, comp = connected_components(coo_matrix((np.ones(int(same.sum())), (a[same], b[same])),
+                                              shape=(label.size, label.size)), directed=False)
+    has_core = np.zeros(label.size, dtype=bool)
+    has_core[comp[core & (label > 0)]] = True
+    label[(label > 0) & ~has_core[comp]] = 0
+    return label
+
+
+def touching_merges(grid, cell_id: np.ndarray, label: np.ndarray, value: np.ndarray, ratio: float,
+                    offsets=BOX_OFFSETS) -> np.ndarray:
+    """New ids of the labels (index 0: none) after joining clusters that meet on a ridge.
+
+    Two clusters *meet* where a cell of one is a neighbour of a cell of the
+    other; they meet at the density ``min(S̃ᵢ, S̃ⱼ)`` of the best such pair.
+    They are joined when that density is at least ``ratio`` times the lower of
+    their two peaks (the highest ``S̃`` of their cells): the dip between them is
+    shallow, a corridor with hot spots along it rather than two places. Joins
+    are transitive; the new ids keep the order of each group's first label.
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 70, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> v = np.array([50, 90, 60, 60, 80, 10, 70])   # 1 and 2 meet at 60, 2 and 3 at 10
+    >>> touching_merges(g, np.arange(7), np.array([1, 1, 1, 2, 2, 3, 3]), v, 0.5).tolist()
+    [0, 1, 1, 2]
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    label = np.asarray(label, dtype=np.int64)
+    k = int(label.max()) if label.size else 0
+    ident = np.arange(k + 1)
+    on = np.flatnonzero(label > 0)
+    if k < 2 or on.size == 0:
+        return ident
+    value = np.asarray(value, dtype=float)
+    peak = np.full(k + 1, -np.inf)
+    np.maximum.at(peak, label[on], value[on])
+    a, b = adjacent_pairs(grid, cell_id[on], offsets)
+    a, b = on[a], on[b]
+    la, lb = label[a], label[b]
+    clash = la != lb
+    if not clash.any():
+        return ident
+    la, lb = la[clash], lb[clash]
+    meet = np.minimum(value[a[clash]], value[b[clash]])
+    join = meet >= ratio * np.minimum(peak[la], peak[lb])
+    if not join.any():
+        return ident
+    m = coo_matrix((np.ones(int(join.sum())), (la[join], lb[join])), shape=(k + 1, k + 1))
+    _, comp = connected_components(m, directed=False)
+    # number the groups in the order of their first label (label 0 stays 0)
+    first = np.full(comp.max() + 1, k + 1)
+    np.minimum.at(first, comp[1:], np.arange(1, k + 1))
+    rank = np.argsort(np.argsort(first[np.unique(comp[1:])]))
+    new = np.zeros(k + 1, dtype=np.int64)
+    uniq = np.unique(comp[1:])
+    pos = np.searchsorted(uniq, comp[1:])
+    new[1:] = rank[pos] + 1
+    return new

@@ -24,7 +24,10 @@ parameters only; no budget is spent here. The steps:
 4. **Which clusters.** A branch of a split counts as a cluster only if it
    holds at least ``min_mass`` noisy points and rises at least
    ``min_prominence`` above the level where it joins its sibling (both in
-   noisy counts, derived from the noise of one neighbourhood sum); smaller
+   noisy counts, derived from the noise of one neighbourhood sum), and at
+   least ``dip_ratio`` times that level (a ridge whose density dips by less
+   stays whole) and ``dip_z`` standard deviations of that level's noise and
+   Poisson variation (a dip counts only where it is significant); smaller
    branches are points "falling out" of their parent, as in HDBSCAN's
    condensed tree. Among the clusters, those of greatest *excess of mass*
    (HDBSCAN's stability: every point contributes the range of levels over
@@ -35,7 +38,8 @@ parameters only; no budget is spent here. The steps:
    takes the kept cells up to :data:`GROW_STEPS` steps away, a cell going to
    the nearest cluster (clusters never merge) — the fringe that the 3×3
    kernel and the noise blur, as DBSCAN's border points are the fringe of its
-   core points.
+   core points. Where cells of two clusters would be neighbours, the grown
+   one of lower density is left out: no two clusters share a boundary.
 
 Everything is a function of the released counts, the grid and the public
 parameters, so the output has the histogram's ε. Steps 3–5 live in
@@ -79,6 +83,8 @@ __all__ = [
     "MAX_THRESHOLDS",
     "MIN_MASS_SD",
     "MIN_MASS_SHARE",
+    "MIN_DIP_RATIO",
+    "MIN_DIP_Z",
     "MIN_PROMINENCE_SD",
     "SELECTIONS",
     "LevelClusters",
@@ -98,8 +104,17 @@ __all__ = [
 DEFAULT_FDR = 0.1
 #: A cluster holds at least this many standard deviations of one neighbourhood sum's noise, in noisy points ...
 MIN_MASS_SD = 2.0
-#: ... and rises at least this many standard deviations above the level where it joins its sibling.
+#: ... and rises at least this many standard deviations above the level where it joins its sibling ...
 MIN_PROMINENCE_SD = 1.0
+#: ... and by at least this share of that level (its peak at least 1.25 times the level where it joins its
+#: sibling: a ridge whose density dips by less than a fifth stays whole). Both chosen on the generated sets
+#: (docs/results.md §1b): a larger share keeps dipping bands whole but merges touching shapes of different
+#: density; this one is the best compromise of the grid compared there.
+MIN_DIP_RATIO = 0.25
+#: ... and by at least this many standard deviations of the split level ``t`` itself — its noise and the
+#: points' Poisson variation, ``√(σ₉² + t)`` — so that a dip counts only where it is significant given the
+#: noise: a sparse band whose density falls along it stays whole, a seam between dense shapes splits.
+MIN_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
@@ -271,7 +286,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    min_mass: float | None = None, min_prominence: float | None = None, extent: str = "grown",
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
                    grow_steps: int | None = GROW_STEPS,
-                   max_thresholds: int = MAX_THRESHOLDS):
+                   max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO,
+                   merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -334,7 +350,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
-                               grow_steps=grow_steps)
+                               grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
+                               dip_z=dip_z, noise_sd=sd)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -347,6 +364,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "n_thresholds": int(tree.thresholds.size),
         "min_cluster_mass": float(min_mass),
         "min_prominence": float(min_prominence),
+        "min_dip_ratio": float(dip_ratio),
+        "min_dip_z": float(dip_z),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
         "extent": extent if extent == "core" else
