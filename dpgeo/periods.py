@@ -255,11 +255,7 @@ def make_periods(period, period_start, period_end, timezone=None) -> Periods:
         An unknown period kind or time zone, a bound that does not parse, an end not after the start, or more
         than :data:`MAX_PERIODS` periods.
     """
-    if period not in PERIOD_KINDS:
-        raise ParameterError(f"period must be one of {', '.join(PERIOD_KINDS)}, got {period!r}")
-    if period_start is None or period_end is None:
-        raise ParameterError("a series needs public bounds: period_start and period_end (--period-start, "
-                             "--period-end), e.g. 2014-04-01 and 2014-10-01; they are never taken from the data")
+    _check_kind_and_bounds(period, period_start, period_end)
     tz = check_timezone(timezone)
     name = getattr(tz, "key", None) or str(tz)
     start = parse_instant(period_start, tz, "period_start")
@@ -298,6 +294,15 @@ def _list_periods(period, period_start, period_end, start, end, tz):
     return bounds, labels
 
 
+def _check_kind_and_bounds(period, period_start, period_end) -> None:
+    """A known period kind and both public bounds given (they are never taken from the data)."""
+    if period not in PERIOD_KINDS:
+        raise ParameterError(f"period must be one of {', '.join(PERIOD_KINDS)}, got {period!r}")
+    if period_start is None or period_end is None:
+        raise ParameterError("a series needs public bounds: period_start and period_end (--period-start, "
+                             "--period-end), e.g. 2014-04-01 and 2014-10-01; they are never taken from the data")
+
+
 def count_periods(period, period_start, period_end, timezone=None) -> int:
     """How many periods :func:`make_periods` would make, in O(1): no period is listed (a service checks a
     request's size with it before it accepts the request). Raises as :func:`make_periods` does for a bad kind,
@@ -310,11 +315,7 @@ def count_periods(period, period_start, period_end, timezone=None) -> int:
     >>> count_periods("week", "2017-01-01", "2017-01-10", "America/Chicago")  # a Sunday, then two Mondays
     3
     """
-    if period not in PERIOD_KINDS:
-        raise ParameterError(f"period must be one of {', '.join(PERIOD_KINDS)}, got {period!r}")
-    if period_start is None or period_end is None:
-        raise ParameterError("a series needs public bounds: period_start and period_end (--period-start, "
-                             "--period-end), e.g. 2014-04-01 and 2014-10-01; they are never taken from the data")
+    _check_kind_and_bounds(period, period_start, period_end)
     tz = check_timezone(timezone)
     start = parse_instant(period_start, tz, "period_start")
     end = parse_instant(period_end, tz, "period_end")

@@ -471,7 +471,8 @@ class HeatMechanism(_CellsMechanism):
                    "count (exact discrete Laplace noise; dp_count clamped at 0, dp_count_raw the release itself) "
                    "and its 95% interval. With bands, the same release is smoothed with a public Gaussian kernel "
                    "and cut into density bands, each a polygon with the DP count of its cells (no extra budget). "
-                   "Give exactly one of the cell size and the H3 resolution.")
+                   "Give the cell size or the H3 resolution, or neither: square cells (or H3, cells='h3') chosen from "
+                   "epsilon and a noisy count of the points.")
     keywords = ("differential privacy", "heat map", "grid counts", "H3", "hexagons", "density")
     params = HEAT_PARAMS
     fields = _CELL_FIELDS + (
@@ -555,8 +556,8 @@ class HotspotsMechanism(_CellsMechanism):
                    "public study area (square or H3) gets a noisy count, then Gi* over a public neighbourhood "
                    "(a distance band in metres, or an H3 k-ring) with a significance test that accounts for the "
                    "noise, in the usual seven classes (hot and cold spots at 99, 95 and 90% confidence, not "
-                   "significant). Everything after the counts is post-processing (no extra budget). Give exactly "
-                   "one of the cell size and the H3 resolution.")
+                   "significant). Everything after the counts is post-processing (no extra budget). Give the cell "
+                   "size or the H3 resolution, or neither: cells chosen from epsilon and a noisy count of the points.")
     keywords = ("differential privacy", "hot spots", "Getis-Ord", "Gi*", "H3", "clusters")
     params = HOTSPOT_PARAMS
     fields = _CELL_FIELDS + (

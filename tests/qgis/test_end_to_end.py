@@ -71,7 +71,7 @@ def test_dbscan_spans_without_radius_and_min_points(plugin, processing_module, s
     layer = QgsVectorLayer(out, "auto", "ogr")
     assert layer.isValid() and res["DIFFERENTIALLY_PRIVATE"] is True
     names = [f.name() for f in layer.fields() if f.name() != "fid"]
-    assert names == ["cluster_id", "level", "level_top"] + FIELDS[1:]
+    assert names == ["cluster_id", "level", "level_top"] + FIELDS[1:] + ["parts"]
     meta = json.loads(res["METADATA_JSON"])
     assert meta["auto"] is True and meta["radius_m"] is None and meta["cell_width_m"] > 0
     assert res["N_CLUSTERS"] == layer.featureCount() >= 2
