@@ -115,7 +115,7 @@ def files(tmp_path_factory):
     (d / "last_row_dropped.csv").write_text("".join(lines[:-1]))
     out["last row dropped"] = d / "last_row_dropped.csv"
     rng2 = np.random.default_rng(3)
-    (d / "other.csv").write_text("lon,lat\n" + "".join(f"{a!r},{b!r}\n" for a, b in zip(
+    (d / "other.csv").write_text("lon,lat\n" + "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in zip(
         rng2.uniform(-93.3, -93.2, N), rng2.uniform(44.9, 45.0, N))))
     out["other"] = d / "other.csv"
     return out
@@ -313,7 +313,7 @@ def test_records_match_threshold_is_above_what_unrelated_months_share():
 def test_a_4kb_file_with_its_last_row_dropped_is_the_declared_dataset(tmp_path):
     """The issue's case: a 4 KB declared CSV and the same file less its last row (exact containment below k)."""
     rng = np.random.default_rng(5)
-    rows = [f"{a!r},{b!r}" for a, b in zip(rng.uniform(-93.3, -93.2, 110), rng.uniform(44.9, 45.0, 110))]
+    rows = [f"{float(a)!r},{float(b)!r}" for a, b in zip(rng.uniform(-93.3, -93.2, 110), rng.uniform(44.9, 45.0, 110))]
     full, less = tmp_path / "full.csv", tmp_path / "less.csv"
     full.write_text("lon,lat\n" + "\n".join(rows) + "\n")
     less.write_text("lon,lat\n" + "\n".join(rows[:-1]) + "\n")
