@@ -223,6 +223,25 @@ def wait_until(predicate, timeout, what, step=0.005):
     raise AssertionError(f"{what} within {timeout} s")
 
 
+
+def holds_write_lock(pid) -> bool:
+    """Whether process ``pid`` holds a POSIX write lock (an SQLite writer), read from /proc/locks."""
+    with open("/proc/locks", encoding="ascii") as f:
+        return any(len(p) > 4 and p[3] == "WRITE" and p[4] == str(pid) for p in (line.split() for line in f))
+
+
+def stop_without_locks(pid):
+    """SIGSTOP ``pid`` at a moment it holds no SQLite write lock (so other jobs are not held up)."""
+    import signal
+
+    for _ in range(1000):
+        os.kill(pid, signal.SIGSTOP)
+        if not holds_write_lock(pid):
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} always held a write lock")
+
 def qgis_missing():
     """Why QGIS cannot be driven here, or None."""
     py = Path("/usr/bin/python3")

@@ -24,6 +24,7 @@ from service_helpers import (
     job_row,
     make_points,
     process_gone,
+    stop_without_locks,
     wait_job,
     wait_until,
     write_config,
@@ -70,22 +71,6 @@ def _worker(d, job_id):
     return wait_until(lambda: job_row(d / "jobs.sqlite", job_id).get("worker_pid"), 30, "the job's worker started")
 
 
-def _holds_write_lock(pid) -> bool:
-    with open("/proc/locks", encoding="ascii") as f:
-        return any(len(p) > 4 and p[3] == "WRITE" and p[4] == str(pid) for p in (line.split() for line in f))
-
-
-def _stop_without_locks(pid):
-    """SIGSTOP ``pid`` at a moment it holds no SQLite write lock (so the other jobs are not held up)."""
-    for _ in range(1000):
-        os.kill(pid, signal.SIGSTOP)
-        if not _holds_write_lock(pid):
-            return
-        os.kill(pid, signal.SIGCONT)
-        time.sleep(0.001)
-    raise AssertionError(f"process {pid} always held a write lock")
-
-
 def _wait_past_noise(d, jid, pid):
     """Until job ``jid`` is past the point where noise may be drawn, or its worker ``pid`` has ended."""
     wait_until(lambda: job_row(d / "jobs.sqlite", jid).get("phase") in AFTER_NOISE or process_gone(pid), 60,
@@ -122,7 +107,7 @@ def test_a_killed_worker_costs_only_its_own_job(svc):
     d, server = svc["dir"], svc["server"]
     alice, a = _start(server, "alice", "a")
     pa = _worker(d, a)
-    _stop_without_locks(pa)  # alice's release stays in flight while bob's worker is killed
+    stop_without_locks(pa)  # alice's release stays in flight while bob's worker is killed
     try:
         bob, b = _kill_after_noise(d, server, "bob", "b")
         assert not process_gone(pa)
@@ -188,7 +173,7 @@ def test_a_killed_server_takes_its_workers_with_it_and_publishes_nothing(tmp_pat
             wait_job(c, f"/jobs/{jid}")
         else:
             raise AssertionError("no worker was caught running")
-        _stop_without_locks(pid)  # in flight for sure when the server dies
+        stop_without_locks(pid)  # in flight for sure when the server dies
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
             forkserver = int(next(line.split()[1] for line in f if line.startswith("PPid:")))
         server.kill()

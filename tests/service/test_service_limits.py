@@ -27,6 +27,7 @@ from service_helpers import (
     Server,
     job_row,
     process_gone,
+    stop_without_locks,
     wait_job,
     wait_until,
     write_config,
@@ -107,22 +108,6 @@ def spent(d, dataset):
     return Ledger(d / "ledger.sqlite").budget(dataset).spent_epsilon
 
 
-def _holds_write_lock(pid) -> bool:
-    with open("/proc/locks", encoding="ascii") as f:
-        return any(len(p) > 4 and p[3] == "WRITE" and p[4] == str(pid) for p in (line.split() for line in f))
-
-
-def stop_worker(pid):
-    """SIGSTOP a worker at a moment it holds no SQLite write lock."""
-    for _ in range(1000):
-        os.kill(pid, signal.SIGSTOP)
-        if not _holds_write_lock(pid):
-            return
-        os.kill(pid, signal.SIGCONT)
-        time.sleep(0.001)
-    raise AssertionError(f"process {pid} always held a write lock")
-
-
 def start_held_job(svc, who="ava", dataset="calls"):
     """An asynchronous release whose worker is stopped (SIGSTOP) while running; returns (job id, worker pid)."""
     c = client(svc, who)
@@ -130,7 +115,7 @@ def start_held_job(svc, who="ava", dataset="calls"):
     assert r.status_code == 201, r.text
     jid = r.headers["location"].rsplit("/", 1)[1]
     pid = wait_until(lambda: job_row(svc["dir"] / "jobs.sqlite", jid).get("worker_pid"), 60, "the job's worker")
-    stop_worker(pid)
+    stop_without_locks(pid)
     return jid, pid
 
 
@@ -264,7 +249,7 @@ def test_a_job_past_the_time_limit_is_stopped_said_and_counted(tight):
         wait_until(lambda: row().get("phase") in ("noise", "computed") or process_gone(pid) or row()["status"]
                    in ("successful", "failed"), 60, "past noise", step=0.002)
         try:
-            stop_worker(pid)
+            stop_without_locks(pid)
         except ProcessLookupError:
             pass
         doc = wait_job(ava, f"/jobs/{jid}", 60)
