@@ -398,7 +398,8 @@ def test_kill_9_at_random_moments_leaves_a_consistent_ledger(tmp_path):
             t0 = time.monotonic()
             while "ready" not in out_path.read_text():
                 assert p.poll() is None, p.stderr.read().decode()
-                assert time.monotonic() - t0 < 30
+                if time.monotonic() - t0 > 300:  # a hang guard, not a timing check: the child never got ready
+                    pytest.fail("the ledger child process never became ready")
                 time.sleep(0.01)
             time.sleep(rng.uniform(0.0, 0.5))
             p.send_signal(signal.SIGKILL)
