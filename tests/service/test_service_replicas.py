@@ -44,7 +44,8 @@ def replicas(tmp_path_factory, postgres_server):
     config.write_text(text)
     a = Server(config, d)
     b = Server(config, d)
-    out = {"a": a, "b": b, "dir": d, "url": url, "pg": postgres_server, "config": config, "killed_db": points_db}
+    out = {"a": a, "b": b, "dir": d, "url": url, "pg": postgres_server, "config": config, "killed_db": points_db,
+           "ledger_db": db}
     yield out
     out["a"].stop()
     out["b"].stop()
@@ -135,6 +136,10 @@ def test_no_connection_detail_in_any_log_or_file(replicas):
     for s in (replicas["a"], replicas["b"]):
         s.stop()
     secrets = [pg.password.encode(), pg.user.encode(), b"localhost", f":{pg.port}".encode()]
+    dump = pg.dump(replicas["ledger_db"]).encode()  # the shared ledger's rows, as a backup holds them
+    assert b"killed" in dump and b"race" in dump
+    for s in secrets + [b"postgresql://"]:
+        assert s not in dump, s
     for root, _, files in os.walk(replicas["dir"]):
         for f in files:
             if f == "service.toml":
