@@ -136,6 +136,9 @@ def test_no_connection_detail_in_any_log_or_file(replicas):
     for s in (replicas["a"], replicas["b"]):
         s.stop()
     secrets = [pg.password.encode(), pg.user.encode(), b"localhost", f":{pg.port}".encode()]
+    for method, path, status, ctype, body in Client.seen:  # every response of both replicas
+        for s in secrets + [b"postgresql://"]:
+            assert s not in body, (s, method, path)
     dump = pg.dump(replicas["ledger_db"]).encode()  # the shared ledger's rows, as a backup holds them
     assert b"killed" in dump and b"race" in dump
     for s in secrets + [b"postgresql://"]:
