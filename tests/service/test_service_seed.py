@@ -204,6 +204,8 @@ def test_every_served_output_of_a_seeded_release_says_it_is_not_private(seeded, 
     ledger = Ledger(d / "ledger.sqlite")
     for name in ("gpkg", "pg"):
         assert ledger.budget(name).spent_epsilon == 0 and not ledger.budget(name).releases
+    assert c.get("/").json()["description"].startswith("TEST SERVICE: every release is made with a fixed seed and is "
+                                                         "NOT differentially private")
     log = seeded["server"].log()
     assert "test_seed = 7: EVERY RELEASE OF THIS SERVICE IS NOT DIFFERENTIALLY PRIVATE" in log
     assert "NOT-PRIVATE(test_seed)" in log
