@@ -89,6 +89,15 @@ class PgServer:
 
         return psycopg.connect(self.url(dbname), autocommit=True, **kw)
 
+    def dump(self, dbname) -> str:
+        """``pg_dump`` of a whole database (schema, comments and rows) as text, as a backup would hold it; no
+        owner or privilege statements (they name the server's user, which is not the data's)."""
+        r = subprocess.run([os.path.join(self.bindir, "pg_dump"), "--no-owner", "--no-privileges", "--dbname",
+                            self.url(dbname)], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(f"pg_dump failed: {r.stderr}")
+        return r.stdout
+
     def new_database(self, prefix="city") -> str:
         """A fresh database with PostGIS (a copy of the template); returns its name."""
         self._n += 1

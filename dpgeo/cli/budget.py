@@ -191,7 +191,8 @@ def _releases_lines(b):
 
 
 def _print_json(ledger, **payload):
-    print(json.dumps({"ledger": ledger.path, **payload}, indent=2, ensure_ascii=False))
+    # str(): a ledger on PostgreSQL prints as "(PostgreSQL)" (json.dumps would write its connection string)
+    print(json.dumps({"ledger": str(ledger.path), **payload}, indent=2, ensure_ascii=False))
 
 
 def _cmd_set(args):

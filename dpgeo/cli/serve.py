@@ -61,7 +61,7 @@ def _cmd_serve(args):
                              "pip install fastapi uvicorn (from a dpgeo checkout: pip install '.[serve]')") from None
     config = load_config(args.config)
     if args.check:
-        from ..server.config import ledger_notice
+        from ..server.config import ledger_notice, seed_notice
 
         info, warning = ledger_notice(config.server)
         print(f"{config.path}: {len(config.datasets)} dataset(s), {len(config.analysts)} analyst(s); "
@@ -69,6 +69,8 @@ def _cmd_serve(args):
         print(info, file=sys.stderr)
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
+        if seed_notice(config.server):
+            print(f"warning: {seed_notice(config.server)}", file=sys.stderr)
         return 0
     _logging()
     _log_ledger(config)

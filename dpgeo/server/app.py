@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._version import __version__
-from .config import ServerConfig
+from .config import ServerConfig, seed_notice
 from .guard import CallerGate, Guard, Methods, TooLarge, log_path, too_large_doc
 from .problems import DPGEO, ApiError, problem
 from .routes import ROUTERS
@@ -38,9 +38,13 @@ def create_app(config: ServerConfig):
 
     @asynccontextmanager
     async def lifespan(app):
+        if seed_notice(config.server):  # for tests only: said before anything else, and again once serving
+            LOG.warning("%s", seed_notice(config.server))
         await run_in_threadpool(svc.startup)
         LOG.info("dpgeo %s serving %d dataset(s) to %d analyst(s); releases in %s", __version__,
                  len(config.datasets), len(config.analysts), config.server.releases)
+        if seed_notice(config.server):
+            LOG.warning("%s", seed_notice(config.server))
         try:
             yield
         finally:

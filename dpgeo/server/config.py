@@ -41,6 +41,7 @@ import tomllib
 from ..errors import DpgeoError
 
 __all__ = [
+    "ALLOW_TEST_SEED_ENV",
     "NAME_PATTERN",
     "AnalystConfig",
     "ConfigError",
@@ -51,6 +52,7 @@ __all__ = [
     "parse_config",
     "resolve_ledger",
     "ledger_notice",
+    "seed_notice",
 ]
 
 #: A job's time is rounded up to a multiple of this many seconds (``job_quantum_seconds``): longer than a release
@@ -93,6 +95,9 @@ class ServerSettings:
     trusted_proxies: tuple = ()
     basemap: str | None = None
     basemap_attribution: str | None = None
+    #: For tests only: every release made with this fixed seed, reproducible and NOT differentially private
+    #: (refused unless ``$DPGEO_ALLOW_TEST_SEED`` is 1; see :func:`_test_seed`).
+    test_seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -260,8 +265,35 @@ def _server(t: dict, base: str) -> ServerSettings:
             kw[key] = _str(t, key, w)
     if "trusted_proxies" in t:
         kw["trusted_proxies"] = _proxies(t["trusted_proxies"], w)
+    if "test_seed" in t:
+        kw["test_seed"] = _test_seed(t["test_seed"], w)
     return ServerSettings(ledger=ledger, releases=releases, jobs=jobs, url=url, owner_log=owner_log,
                           ledger_from=ledger_from, **kw)
+
+
+#: The environment variable that must be 1 for a service to start with ``[server] test_seed``.
+ALLOW_TEST_SEED_ENV = "DPGEO_ALLOW_TEST_SEED"
+
+
+def _test_seed(v, w) -> int:
+    """``[server] test_seed``: a fixed seed for every release, for tests only; refused unless the environment
+    also says ``DPGEO_ALLOW_TEST_SEED=1``, so that a configuration copied from a test cannot turn it on."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ConfigError(f"{w} test_seed must be a non-negative integer (for tests only); got {v!r}")
+    if os.environ.get(ALLOW_TEST_SEED_ENV) != "1":
+        raise ConfigError(f"{w} test_seed makes every release reproducible and NOT differentially private (for "
+                          f"tests only): remove it, or, in a test, also set {ALLOW_TEST_SEED_ENV}=1 in the "
+                          "service's environment")
+    return v
+
+
+def seed_notice(settings) -> str | None:
+    """The warning a service with ``[server] test_seed`` starts with (and repeats), or None."""
+    if settings.test_seed is None:
+        return None
+    return (f"[server] test_seed = {settings.test_seed}: EVERY RELEASE OF THIS SERVICE IS NOT DIFFERENTIALLY "
+            "PRIVATE (a fixed seed, for tests only; releases are marked so and charge nothing). Never run it on "
+            "real data")
 
 
 def _proxies(v, w) -> tuple:

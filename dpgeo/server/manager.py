@@ -296,8 +296,9 @@ class JobManager:
         """Record a job whose process has ended: published and completed, or failed with its charge settled."""
         if out["ok"]:
             rid = out["release_id"]
-            if self.store.finish(job_id, ok=True, release_id=rid, charge="spent", phase="publishing"):
-                self._publish(job_id, rid, out.get("outputs"))
+            charge = "spent" if out.get("charged", True) else "none"  # none: not private ([server] test_seed)
+            if self.store.finish(job_id, ok=True, release_id=rid, charge=charge, phase="publishing"):
+                self._publish(job_id, rid, out.get("outputs"), charged=charge != "none")
                 return out
             out = dict(out, ok=False, error=release_failed(), log=out["log"] + " (the job was already closed)")
         job = self.store.get(job_id) or {}
@@ -311,8 +312,11 @@ class JobManager:
             out = dict(out, log=f"{out['log']} (charge: {charge})")
         return out
 
-    def _publish(self, job_id, rid, outputs=None):
+    def _publish(self, job_id, rid, outputs=None, charged=True):
         paths = publish_release(self.settings.releases, rid)
+        if not charged:  # a release that is not differentially private ([server] test_seed): no charge to complete
+            self.store.set_phase(job_id, "published")
+            return
         try:
             self.ledger.settle(rid, "completed", paths if paths is not None else outputs or [])
         except Exception as exc:  # noqa: BLE001 - the charge stays reserved (counted); the next start retries
@@ -348,7 +352,7 @@ class JobManager:
             LOG.warning("%d job(s) left unfinished by the previous run were marked failed", len(closed))
         for job in self.store.in_phase("publishing"):  # recorded as successful, not yet published
             try:
-                self._publish(job["job_id"], job["release_id"])
+                self._publish(job["job_id"], job["release_id"], charged=job.get("charge") != "none")
             except OSError as exc:
                 LOG.error("release %s could not be published (%s); retried at the next start", job["release_id"],
                           type(exc).__name__)

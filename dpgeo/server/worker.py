@@ -182,6 +182,8 @@ class JobLedger(Ledger):
         super().__init__(path)
         self.store = store
         self.job_id = job_id
+        #: Whether a charge was asked for (a release that is not differentially private charges nothing).
+        self.charged = False
 
     def enter_phase(self, phase, expect) -> bool:
         return self.store.begin_phase(self.job_id, phase, expect=expect)
@@ -194,6 +196,7 @@ class JobLedger(Ledger):
         return self._announced(lambda rid: super(JobLedger, self).append_periods(series_id, run_id=rid, **kw))
 
     def _announced(self, charge):
+        self.charged = True
         rid = secrets.token_hex(16)
         if not self.store.begin_phase(self.job_id, "reserving", expect=None, release_id=rid):
             raise LedgerError(f"job {self.job_id} was closed by the server: nothing is charged for it")
@@ -246,6 +249,9 @@ def execute_release(spec: dict) -> dict:
             points = PointFile(dataset["path"], **dataset["read"])  # read by the pipeline, after the charge
         if spec.get("worker_memory_bytes"):  # the library's own memory plan, checked before the charge, uses the cap
             dataset = dict(dataset, max_memory_bytes=spec["worker_memory_bytes"])
+        if spec.get("test_seed") is not None:  # [server] test_seed: reproducible, NOT private (tests only)
+            dataset = dict(dataset, test_seed=spec["test_seed"])
+            who += " NOT-PRIVATE(test_seed)"
         if params.get("append"):  # the series continued: its published GeoPackage (DP output)
             import os
 
@@ -276,7 +282,8 @@ def execute_release(spec: dict) -> dict:
         return _failed(job_id, who, phase, exc, DpgeoError, DataError, extra=LIMIT_MEMORY)
     except BaseException as exc:  # noqa: BLE001 - the worker answers, never raises
         return _failed(job_id, who, phase, exc, DpgeoError, DataError)
-    return {"ok": True, "release_id": rid, "outputs": paths, "log": f"release: {who}"}
+    # a release that is not differentially private (a test seed) charged nothing: its job says so
+    return {"ok": True, "release_id": rid, "outputs": paths, "log": f"release: {who}", "charged": ledger.charged}
 
 
 def store_phase(store, job_id):

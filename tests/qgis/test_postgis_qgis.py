@@ -118,3 +118,26 @@ def test_the_library_reader_and_qgis_feature_reader_agree(plugin, processing_mod
         from qgis.PyQt import sip
 
         sip.delete(layer)
+
+
+def test_qgis_process_runs_the_plugin_on_a_postgis_layer(qgis_process, qgis_app, pg_stops, sample_study_area,
+                                                          tmp_path):
+    """``qgis_process.bin`` (QGIS's own command line, the plugin loaded from a profile) on a PostGIS layer named by
+    its provider and data source: the release is private and read by the library's PostGIS reader."""
+    import json
+
+    from qgis.core import QgsVectorLayer
+
+    server, db = pg_stops
+    source = _pg_layer(server, db).source()
+    out_path = tmp_path / "spans.gpkg"
+    proc = qgis_process("--json", "run", "dpgeo:dbscanspans", "--", f"INPUT=postgres://{source}", "EPSILON=1",
+                        "RADIUS=200", "MIN_POINTS=100", f"STUDY_AREA_LAYER={sample_study_area}", f"OUTPUT={out_path}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert out["results"]["DIFFERENTIALLY_PRIVATE"] is True and out["results"]["N_CLUSTERS"] >= 1
+    read = [line for line in (proc.stdout + proc.stderr).splitlines() if "library's PostGIS reader" in line]
+    assert read and "51920" in read[0].replace(",", ""), proc.stdout[-3000:]
+    layer = QgsVectorLayer(str(out_path), "spans", "ogr")
+    assert layer.isValid() and layer.featureCount() == out["results"]["N_CLUSTERS"]
+    assert server.password not in proc.stdout + proc.stderr

@@ -98,13 +98,15 @@ def write_config(folder, *, server=None, datasets, analysts):
 class Server:
     """``dpgeo serve CONFIG`` in a subprocess on 127.0.0.1 (its stderr, the service log, in a file)."""
 
-    def __init__(self, config, folder):
+    def __init__(self, config, folder, env=None):
         self.config = Path(config)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(folder) / f"server-{self.port}.log"
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        env_extra, env = env, dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
         env.pop("DPGEO_LEDGER", None)
+        env.pop("DPGEO_ALLOW_TEST_SEED", None)  # only a test that means it turns on [server] test_seed
+        env.update(env_extra or {})
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "dpgeo", "serve", str(self.config), "--host", "127.0.0.1",
                                       "--port", str(self.port)], stdout=self._log, stderr=subprocess.STDOUT, env=env,

@@ -207,7 +207,8 @@ class DeclaredProcess(Process):
             "crs": dataset["crs"], "sensitivity": dataset["max_points_per_record"], "person": dataset["person"],
             "max_points_per_person": dataset["max_points_per_person"], "unattended": True,
             "dataset": DatasetChoice(dataset["name"], dataset["name"]), "ledger": ledger, "analyst": analyst,
-            "progress": progress, "max_memory_bytes": dataset.get("max_memory_bytes")})
+            "progress": progress, "max_memory_bytes": dataset.get("max_memory_bytes"),
+            "seed": dataset.get("test_seed")})  # [server] test_seed (tests only): the release says it is not private
 
     def release_title(self, params, dataset_title):
         from ...declare import Values

@@ -19,6 +19,9 @@ CONFORMANCE = ["http://www.opengis.net/spec/ogcapi-common-1/1.0/conf/core"] + PR
     c for c in FEATURES_CONFORMANCE if not c.endswith("oas30")]
 
 router = APIRouter()
+#: What the landing page of a service with ``[server] test_seed`` (tests only) says first.
+TEST_SEED_NOTE = ("TEST SERVICE: every release is made with a fixed seed and is NOT differentially private "
+                  "([server] test_seed). ")
 
 
 @router.get("/")
@@ -27,7 +30,7 @@ async def landing(request: Request):
     b = svc.base(request)
     return json_response({
         "title": svc.settings.title,
-        "description": svc.settings.description,
+        "description": (TEST_SEED_NOTE if svc.settings.test_seed is not None else "") + svc.settings.description,
         "links": [
             {"href": f"{b}/", "rel": "self", "type": JSON, "title": "this document"},
             {"href": f"{b}/api", "rel": "service-desc", "type": "application/vnd.oai.openapi+json;version=3.1",

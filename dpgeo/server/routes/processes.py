@@ -149,7 +149,7 @@ async def _release(request, svc, p, analyst, params, ds, outputs, raw):
     s = svc.settings
     spec = {"job_id": job_id, "jobs": s.jobs, "ledger": s.ledger, "releases": s.releases, "process_id": p.id,
             "params": params, "analyst": analyst, "title": p.release_title(params, ds.title),
-            "private": ds.private_releases, "dataset": _dataset_spec(ds)}
+            "private": ds.private_releases, "dataset": _dataset_spec(ds), "test_seed": s.test_seed}
     task = svc.manager.submit(job_id, analyst, spec)
     base = svc.base(request)
     monitor = f"{base}/jobs/{job_id}"
