@@ -20,7 +20,14 @@ from ..declare import Outcome
 from ..errors import ParameterError
 from ..grid import Grid
 from ..mechanisms.auto import auto_plan, auto_spans_cells, gamma_all_levels
-from ..mechanisms.concentration import CONCENTRATION_SHARE, OCCUPANCY_FDR, OCCUPANCY_MAX_CELLS, concentration_budget
+from ..mechanisms.concentration import (
+    CONCENTRATION_SHARE,
+    LARGE_CONCENTRATION_SHARE,
+    OCCUPANCY_FDR,
+    OCCUPANCY_MAX_CELLS,
+    concentration_budget,
+    occupancy_setting,
+)
 from ..mechanisms.dbscan import DEFAULT_BETA, SpanCells
 from ..mechanisms.levels import (
     DEFAULT_FDR,
@@ -102,8 +109,8 @@ def auto_budget_checked(epsilon, sensitivity):
     histogram's ``ε_c`` in between, all in the exact sampler's range (refused before anything is read or
     charged)."""
     eps0, eps_h = auto_budget(epsilon)
-    eps_c, eps1 = concentration_budget(eps_h)
-    for e in (eps0, eps_c, eps1):
+    eps_c, eps1 = concentration_budget(eps_h, CONCENTRATION_SHARE)
+    for e in (eps0, eps_c, eps1, *concentration_budget(eps_h, LARGE_CONCENTRATION_SHARE)):
         noise_rate(e, sensitivity)
     return eps0, eps1
 
@@ -240,25 +247,23 @@ def auto_preview(area, p, c) -> dict:
     >>> row["n_points"], round(row["cell_width_m"]) > 50, row["smallest_cluster_points"] >= 20
     (50000, True, True)
     """
-    eps0, eps1 = auto_budget_checked(p["epsilon"], c.sensitivity)
+    eps0, _ = auto_budget_checked(p["epsilon"], c.sensitivity)
     eps_h = auto_budget(p["epsilon"])[1]
-    eps_c = concentration_budget(eps_h)[0]
-    q_c = discrete_laplace_q(eps_c, c.sensitivity)
     fdr = DEFAULT_FDR if p.get("fdr") is None else p["fdr"]
     w0 = fine_width(area)
-    q_1, q_h = discrete_laplace_q(eps1, c.sensitivity), discrete_laplace_q(eps_h, c.sensitivity)
-    sd_1, sd_h = sum_noise_sd(q_1), sum_noise_sd(q_h)
     n_points = p.get("n_points")
     n_points = [10 ** k for k in range(3, 8)] if n_points is None else [int(n_points)]
     beta = p.get("beta", DEFAULT_BETA)
-    rows, cells_of = [], {}
+    rows, cells_of, splits = [], {}, []
     for n in n_points:
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps_h, sensitivity=c.sensitivity, max_cells=_cap(p))
-        q, sd = q_h, sd_h
-        small = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # small data: the occupancy step runs
-        if small:
-            k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
-            q, sd = q_1, sd_1
+        few = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # few cells: the larger share, as the run
+        share, refinement = occupancy_setting(few)
+        eps_c, eps1 = concentration_budget(eps_h, share)
+        splits.append((share, eps_c, eps1))
+        q, q_c = discrete_laplace_q(eps1, c.sensitivity), discrete_laplace_q(eps_c, c.sensitivity)
+        sd = sum_noise_sd(q)
+        k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
         if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
             cells_of[k] = coarse_grid(area, w0, k).n_cells
         m = cells_of[k]
@@ -266,25 +271,29 @@ def auto_preview(area, p, c) -> dict:
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
         # a compact group in a large empty study area: the occupancy histogram must find its cell first
-        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if small else 0
+        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m)
+        # the cell width of points spread over the study area; compact points get cells up to `refinement` finer
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
-                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": small,
+                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": True,
+                     "max_refinement": refinement,
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
                      "gamma_all_levels": int(gamma_all_levels(q, m, beta))})
+    share, eps_c, eps1 = splits[0]  # the split of the first number of points (the only one when it is given)
+    sd = sum_noise_sd(discrete_laplace_q(eps1, c.sensitivity))
     return {
         "auto": True,
         "epsilon": p["epsilon"],
         "epsilon_total": eps0,
         "epsilon_occupancy": eps_c,
-        "concentration_share": CONCENTRATION_SHARE,
+        "concentration_share": share,
         "epsilon_histogram": eps1,
         "total_share": TOTAL_SHARE,
         "fdr": fdr,
         "fine_cell_width_m": w0,
         "max_fine_cells": MAX_FINE_CELLS,
         "max_cells": _cap(p),
-        "noise_sd_of_level": sd_h,
+        "noise_sd_of_level": sd,
         "min_prominence": MIN_PROMINENCE_SD * sd,
         "grow_steps": GROW_STEPS,
         "level_unit": "noisy points in the 3x3 cells around a cell",
