@@ -44,6 +44,7 @@ from ..mechanisms.resolution import (
     TOTAL_SHARE,
     auto_budget,
     coarse_grid,
+    coarsening_factor,
     fine_width,
 )
 from ..noise import discrete_laplace_q, noise_rate, sum_abs_bound
@@ -259,9 +260,12 @@ def auto_preview(area, p, c) -> dict:
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps_h, sensitivity=c.sensitivity, max_cells=_cap(p))
         few = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # few cells: the larger share, as the run
         share, refinement = occupancy_setting(few)
-        eps_c, eps1 = concentration_budget(eps_h, share)
+        if k <= coarsening_factor(area, w0, float("inf"), max_cells=_cap(p)):  # the largest grid already: no step
+            share, refinement = 0.0, 1
+        eps_c, eps1 = concentration_budget(eps_h, share) if share > 0 else (0.0, eps_h)
         splits.append((share, eps_c, eps1))
-        q, q_c = discrete_laplace_q(eps1, c.sensitivity), discrete_laplace_q(eps_c, c.sensitivity)
+        q = discrete_laplace_q(eps1, c.sensitivity)
+        q_c = discrete_laplace_q(eps_c, c.sensitivity) if share > 0 else None
         sd = sum_noise_sd(q)
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
         if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
@@ -271,11 +275,11 @@ def auto_preview(area, p, c) -> dict:
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
         # a compact group in a large empty study area: the occupancy histogram must find its cell first
-        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m)
+        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if share > 0 else 0
         # the cell width of points spread over the study area; compact points get cells up to `refinement` finer
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
-                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": True,
+                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": share > 0,
                      "max_refinement": refinement,
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
                      "gamma_all_levels": int(gamma_all_levels(q, m, beta))})

@@ -212,6 +212,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     g_u = coarse_grid(fine.area, fine.cell_m, factor)
     few = g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS  # a function of n̂
     share, refinement = occupancy_setting(few, concentration_share, large_share, max_refinement, large_refinement)
+    k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
+    if factor <= k_min:  # the uniform grid is the largest allowed already: no finer cells to find, no share
+        share = 0.0
     if share > 0:  # a share of the histogram's budget finds where the points are
         eps_c, eps1 = concentration_budget(eps_h, share)
         factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
@@ -227,7 +230,6 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                          max_area_share=max_area_share, max_refinement=refinement,
                                          sparse_share=sparse_share)
         if width is not None:
-            k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
             factor = int(min(factor, max(k_min, round(width / fine.cell_m))))
     grid = coarse_grid(fine.area, fine.cell_m, factor)
     ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
