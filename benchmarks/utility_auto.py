@@ -42,12 +42,17 @@ Usage::
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1 --auto rho=0.7 --auto selection=leaf
     python benchmarks/utility_auto.py --synthetic --categories 6 --validation-only --no-oracle --seeds 3
+    python benchmarks/utility_auto.py --synthetic --categories 6 --no-oracle --seeds 3 --ref-cache refs.json \
+        --auto large_share=0 --auto max_refinement=4 --auto max_area_share=0.1 --auto sparse_share=None
 
 ``--auto NAME=VALUE`` changes one setting of the mechanism
 (:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
 ``selection``, ``extent``, ``min_mass_share``, ``total_share``,
-``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``dip_z``, ``merge_ratio``):
-how its rules were compared on the generated sets (``docs/results.md``).
+``concentration_share``, ``large_share``, ``max_refinement``, ``large_refinement``,
+``max_area_share``, ``sparse_share``, ``occupied_mass_share``, ``prominence_sd``,
+``dip_ratio``, ``dip_z``, ``merge_ratio``; ``VALUE`` ``None`` is Python's None):
+how its rules were compared on the generated sets (``docs/results.md``; the
+last example is the resolution rule before the occupancy step ran for every n).
 """
 
 from __future__ import annotations

@@ -229,7 +229,8 @@ def auto_preview(area, p, c) -> dict:
 
     For each number of points in ``p["n_points"]`` (default ``10**3 ... 10**7``;
     the run uses its noisy total): the ``cell_width_m`` and ``n_cells`` (the
-    cells of the grid it would release, as the run counts them), the
+    cells of the grid it would release where the points spread over the study
+    area, as the run counts them), the
     ``smallest_cluster_points`` (the fewest points a cluster can hold and still
     be shown, concentrated in one cell), ``smallest_group_points`` (the fewest
     points of a compact group in an otherwise empty study area that the map
@@ -237,8 +238,13 @@ def auto_preview(area, p, c) -> dict:
     with fewer the map says the data is too small for the budget), ``floor_level_range`` (the lowest
     level shown lies in this range of noisy points per 3x3 cells: the floor of
     a map with points everywhere, and of one with a single place of points)
-    and ``gamma_all_levels`` (Γ: with probability ``1 - beta`` every level is
-    within Γ of its true value, as the run's metadata states it).
+    ``gamma_all_levels`` (Γ: with probability ``1 - beta`` every level is
+    within Γ of its true value, as the run's metadata states it), ``max_refinement`` (how many times finer
+    than ``cell_width_m`` the occupancy step may make the cells where the points are compact) and
+    ``concentration_share`` (the occupancy histogram's share of the histogram's ε at that number of
+    points; 0 where the grid is the largest allowed already). The split of ε stated once (``epsilon_occupancy``,
+    ``epsilon_histogram``, ``noise_sd_of_level``) is that of the number of points given, or without one that
+    of a uniform grid of more than 1,024 cells.
 
     Examples
     --------
@@ -280,10 +286,14 @@ def auto_preview(area, p, c) -> dict:
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
                      "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": share > 0,
-                     "max_refinement": refinement,
+                     "max_refinement": refinement, "concentration_share": share,
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
                      "gamma_all_levels": int(gamma_all_levels(q, m, beta))})
-    share, eps_c, eps1 = splits[0]  # the split of the first number of points (the only one when it is given)
+    if len(splits) == 1:  # the split of the number of points given; without one, of more than 1,024 cells
+        share, eps_c, eps1 = splits[0]
+    else:
+        share = LARGE_CONCENTRATION_SHARE
+        eps_c, eps1 = concentration_budget(eps_h, share)
     sd = sum_noise_sd(discrete_laplace_q(eps1, c.sensitivity))
     return {
         "auto": True,
