@@ -280,8 +280,9 @@ def auto_preview(area, p, c) -> dict:
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: points everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
-        # a compact group in a large empty study area: the occupancy histogram must find its cell first
-        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if share > 0 else 0
+        # a compact group in a large empty study area, few cells (wide ones): the occupancy histogram must find
+        # its cell first; with more cells the uniform ones show it whether or not the occupancy step finds it
+        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if share > 0 and few else 0
         # the cell width of points spread over the study area; compact points get cells up to `refinement` finer
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
