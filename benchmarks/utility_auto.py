@@ -42,12 +42,17 @@ Usage::
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1 --auto rho=0.7 --auto selection=leaf
     python benchmarks/utility_auto.py --synthetic --categories 6 --validation-only --no-oracle --seeds 3
+    python benchmarks/utility_auto.py --synthetic --categories 6 --no-oracle --seeds 3 --ref-cache refs.json \
+        --auto large_share=0 --auto max_refinement=4 --auto max_area_share=0.1 --auto sparse_share=None
 
 ``--auto NAME=VALUE`` changes one setting of the mechanism
 (:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
 ``selection``, ``extent``, ``min_mass_share``, ``total_share``,
-``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``dip_z``, ``merge_ratio``):
-how its rules were compared on the generated sets (``docs/results.md``).
+``concentration_share``, ``large_share``, ``max_refinement``, ``large_refinement``,
+``max_area_share``, ``sparse_share``, ``occupied_mass_share``, ``prominence_sd``,
+``dip_ratio``, ``dip_z``, ``merge_ratio``; ``VALUE`` ``None`` is Python's None):
+how its rules were compared on the generated sets (``docs/results.md``; the
+last example is the resolution rule before the occupancy step ran for every n).
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ def load_sets(names=None, synthetic=False, categories=0):
 
 #: The study area of every generated category: a 10 km box, metres.
 CATEGORY_BOX = (0.0, 0.0, 10_000.0, 10_000.0)
-CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged")
+CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged", "groups")
 
 
 def generated_categories(per_category=4, seed=20261128):
@@ -130,6 +135,9 @@ def generated_categories(per_category=4, seed=20261128):
     * ``bridged``: two blobs (uniform discs of 400-1,000 m, 300-1,500 points each) joined by a straight bridge
       of 300-1,200 m, 100-250 m across, whose density is 25-50% of the sparser blob's; the blobs are the two
       clusters, the bridge's points are background (label 0).
+    * ``groups``: 10-40 compact Gaussian groups of 30-150 points each (s.d. 40-200 m; centres at least
+      3 (s.d. + s.d.) apart) spread over the whole box (added after the labelled sets R15 and D31 had shown
+      that many small groups filling the study area got cells too coarse).
 
     The generators run in the order of :data:`CATEGORIES` from one seeded generator, so a class added at
     the end leaves the sets of the earlier ones unchanged.
@@ -265,8 +273,27 @@ def generated_categories(per_category=4, seed=20261128):
         lab = np.concatenate([np.full(n[0], 1), np.full(n[1], 2), np.zeros(nb, int)])
         return pts[:, 0], pts[:, 1], lab
 
+    def groups():
+        while True:
+            k = int(rng.integers(10, 41))
+            sd = rng.uniform(40, 200, k)
+            c = []
+            for _ in range(20_000):
+                p = rng.uniform(500, X1 - 500, 2)
+                j = len(c)
+                if all(np.hypot(*(p - d)) > 3 * (sd[j] + sd[i]) for i, d in enumerate(c)):
+                    c.append(p)
+                    if len(c) == k:
+                        break
+            if len(c) == k:
+                break
+        sizes = rng.integers(30, 151, k)
+        lab = np.repeat(np.arange(k), sizes)
+        xy = np.array(c)[lab] + rng.normal(0, 1, (lab.size, 2)) * sd[lab, None]
+        return xy[:, 0], xy[:, 1], lab + 1
+
     makers = {"small": small, "trails": trails, "gradient": gradient, "city": city, "touching": touching,
-              "bridged": bridged}
+              "bridged": bridged, "groups": groups}
     out = {}
     for cat in CATEGORIES:
         for i in range(per_category):
@@ -582,6 +609,8 @@ def report(out):
 
 def _setting(text):
     name, _, value = text.partition("=")
+    if value == "None":
+        return name, None
     try:
         return name, (int(value) if value.isdigit() else float(value))
     except ValueError:

@@ -601,36 +601,43 @@ def end_to_end_hotspots(epsilon: float = 1.0, n: int = 500) -> Scenario:
         make_source=lambda seed: itertools.count(seed * 1_000_003 + 7))
 
 
-def auto_spans(epsilon: float = 1.0, n: int = 1500, points: int = 3000) -> Scenario:
-    """Spans without a radius (``auto``): the noisy total and the histogram together, one record apart.
+def auto_spans(epsilon: float = 1.0, n: int = 4000, points: int = 3000) -> Scenario:
+    """Spans without a radius (``auto``): the noisy total, the occupancy histogram and the histogram together,
+    one record apart.
 
     Every point lies in the corner cell of the finest grid of a 100 m square, so
-    whatever cell width the noisy total picks they all lie in the first cell
-    ``c`` of the released histogram. ``D`` has ``N - 1 = 2999`` points, ``D′``
-    ``N = 3000`` (enough for the uniform grid to have more than 1024 cells: no
-    occupancy step, whose split ``tests/test_auto.py`` checks by the noise's law). The statistic is ``(n̂, released count of c)``; ``S`` = "both are
-    at least ``N``": ``Pr[S | D′] = Pr[Z₀ ≥ 0] Pr[Z₁ ≥ 0] = 1/((1+q₀)(1+q₁))``,
-    ``Pr[S | D] = q₀q₁/((1+q₀)(1+q₁))``, ratio ``e^{ε₀+ε₁} = e^ε``
-    (``q₀ = e^{-ε₀}``, ``q₁ = e^{-ε₁}``, the two shares of the budget).
+    whatever cell widths the noisy total and the occupancy histogram pick they all
+    lie in the first cell ``c`` of both released histograms. ``D`` has
+    ``N - 1 = 2999`` points, ``D′`` ``N = 3000`` (enough for the uniform grid to
+    have more than 1024 cells: the occupancy histogram takes 10 % of the
+    histogram's budget). The statistic is ``(n̂, occupancy count of c, released
+    count of c)``; ``S`` = "all three are at least ``N``":
+    ``Pr[S | D′] = Π 1/(1+q_i)``, ``Pr[S | D] = Π q_i/(1+q_i)``, ratio
+    ``e^{ε₀+ε_c+ε₁} = e^ε`` (``q_i = e^{-ε_i}``, the three shares of the budget).
     """
+    from dpgeo.mechanisms.concentration import LARGE_CONCENTRATION_SHARE, concentration_budget
+
     area = StudyArea.from_bbox((0, 0, 100, 100), CRS, working_crs=CRS)
     fine = fine_grid(area)
-    e0, e1 = m_auto.auto_budget(epsilon)
+    e0, eh = m_auto.auto_budget(epsilon)
+    ec, e1 = concentration_budget(eh, LARGE_CONCENTRATION_SHARE)
     data = {"D": points - 1, "D'": points}
 
     def run(which, rng):
         r = m_auto.auto_spans_cells(fine, np.array([0]), np.array([data[which]]), epsilon=epsilon, rng=rng)
-        return r.n_hat, int(r.hist.lookup(np.array([0]))[0])
+        return r.n_hat, int(r.occupancy.lookup(np.array([0]))[0]), int(r.hist.lookup(np.array([0]))[0])
 
-    def law(q0, q1):
-        return [(1 / ((1 + q0) * (1 + q1)), q0 * q1 / ((1 + q0) * (1 + q1)))]
+    def law(*qs):
+        return [(math.prod(1 / (1 + q) for q in qs), math.prod(q / (1 + q) for q in qs))]
 
-    q0, q1 = math.exp(-e0), math.exp(-e1)
+    q0, qc, q1, qh = math.exp(-e0), math.exp(-ec), math.exp(-e1), math.exp(-eh)
     return Scenario(
-        "spans without a radius (auto): noisy total and histogram", epsilon, n, run,
-        [(f"n_hat >= {points} and the count of c >= {points}", lambda v: v[0] >= points and v[1] >= points)],
-        {"correct": law(q0, q1), "auto histogram noise scale x1/2": law(q0, q1 * q1),
-         "auto total at the histogram's share": law(q1, q1)},
+        "spans without a radius (auto): noisy total, occupancy and histogram", epsilon, n, run,
+        [(f"n_hat, the occupancy count of c and the count of c all >= {points}",
+          lambda v: v[0] >= points and v[1] >= points and v[2] >= points)],
+        {"correct": law(q0, qc, q1), "auto histogram noise scale x1/2": law(q0, qc * qc, q1 * q1),
+         "auto occupancy at the histogram's share": law(q0, q1, q1),
+         "auto total at the histogram's share": law(qh, qc, q1)},
         f"one record (1 point) in the corner cell: {points - 1} vs {points} points")
 
 
@@ -795,6 +802,8 @@ def breaks() -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
             lambda: _patched(m_auto, "dense_histogram", _scale_epsilon(m_auto.dense_histogram, 2)),
         "auto total at the histogram's share":
             lambda: _patched(m_auto, "release_total", _total_at_histogram_share(m_auto.release_total)),
+        "auto occupancy at the histogram's share":
+            lambda: _patched(m_auto, "concentration_budget", _occupancy_at_histogram_share(m_auto.concentration_budget)),
         "pipeline sensitivity not scaled by K":
             lambda: _patched_everywhere(_PIPELINE_MODULES, "_contribution",
                                         lambda o: functools.partial(_contribution_without_k, _orig=o)),
@@ -829,6 +838,13 @@ def _total_at_histogram_share(orig):
     def f(*a, **kw):
         kw["epsilon"] = kw["epsilon"] * (1.0 - m_auto.TOTAL_SHARE) / m_auto.TOTAL_SHARE
         return orig(*a, **kw)
+    return f
+
+
+def _occupancy_at_histogram_share(orig):
+    def f(*a, **kw):  # the occupancy histogram drawn with the final histogram's ε (its share not taken out)
+        e_c, e_1 = orig(*a, **kw)
+        return e_1, e_1
     return f
 
 

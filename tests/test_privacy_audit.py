@@ -34,8 +34,9 @@ series                    700     4.1e-09     3.3e-07           periods overlap:
 series-person             700     2.9e-21     2.6e-07           cap counted per period: 3.2e-08
 e2e-heat                  200     1.0e-10     1.3e-08           sensitivity not scaled by K: 4.3e-07
 e2e-hotspots              500     3.1e-10     6.6e-08           noise x1/2: 6.0e-07
-auto                      1500    7.4e-11     2.1e-07           histogram noise x1/2: 9.0e-07; total at the
-                                                                histogram's share: 2.0e-08
+auto                      4000    5.0e-11     4.3e-07           histogram noise x1/2: 1.9e-10; total at the
+                                                                histogram's share: 3.4e-11; occupancy at the
+                                                                histogram's share: 3.3e-06
 ========================  ======  ==========  ================  ==============================================
 
 "false fail" is the probability that the correct mechanism fails its
@@ -76,7 +77,8 @@ INJECTED = {
     "series-person": ["series cap counted per period"],
     "e2e-heat": ["pipeline sensitivity not scaled by K"],
     "e2e-hotspots": ["release noise scale x1/2"],
-    "auto": ["auto histogram noise scale x1/2", "auto total at the histogram's share"],
+    "auto": ["auto histogram noise scale x1/2", "auto total at the histogram's share",
+             "auto occupancy at the histogram's share"],
 }
 #: Scenarios whose full audit (1,400 end-to-end series runs, about a minute on a loaded machine) runs with
 #: --run-slow; ``test_series_audit_bounded`` runs them in bounded form by default.

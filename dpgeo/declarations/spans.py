@@ -189,11 +189,19 @@ SPANS_OUTPUTS = (
     Meta("grow_steps", "growing steps", "Parameters", "how many cells a span may grow"),
     Meta("by_points", "for n points", "Auto: its choices",
          "what an auto run would do, for a few numbers of points", render="by_points"),
-    # where the points are (small data: dpgeo.mechanisms.concentration), the dip rule and the gap between clusters
+    # where the points are (dpgeo.mechanisms.concentration), the dip rule and the gap between clusters
     Meta("epsilon_occupancy", "ε of the occupancy histogram", "Privacy",
-         "the part of ε spent on finding where the points are (small data; 0 otherwise)"),
+         "the part of ε spent on finding where the points are"),
     Meta("concentration_share", "share of the histogram's ε for the occupancy", "Privacy",
-         "the share of the histogram's ε an occupancy histogram takes when the data are small", render="share"),
+         "the share of the histogram's ε the occupancy histogram takes: 20% when the uniform grid has at most "
+         "1,024 cells, 10% otherwise", render="share"),
+    Meta("max_refinement", "cells at most this many times finer", "Auto: its choices",
+         "how many times finer than the uniform rule's the cells may be where the points are compact"),
+    Meta("sparse_mass_share", "share of points whose sparsest blocks set the width", "Auto: its choices",
+         "the cell width follows the density of the sparsest occupied blocks holding this share of their points",
+         render="share"),
+    Meta("sparse_density_per_km2", "density of the sparser occupied parts", "Auto: its choices",
+         "the noisy points per km² of those sparsest occupied blocks, which set the cell width"),
     Meta("uniform_cell_width_m", "uniform rule's cell width", "Auto: its choices",
          "the cell width the noisy total alone gives", unit="metres"),
     Meta("occupancy_block", "occupancy block", "Auto: its choices",

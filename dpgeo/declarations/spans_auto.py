@@ -20,7 +20,14 @@ from ..declare import Outcome
 from ..errors import ParameterError
 from ..grid import Grid
 from ..mechanisms.auto import auto_plan, auto_spans_cells, gamma_all_levels
-from ..mechanisms.concentration import CONCENTRATION_SHARE, OCCUPANCY_FDR, OCCUPANCY_MAX_CELLS, concentration_budget
+from ..mechanisms.concentration import (
+    CONCENTRATION_SHARE,
+    LARGE_CONCENTRATION_SHARE,
+    OCCUPANCY_FDR,
+    OCCUPANCY_MAX_CELLS,
+    concentration_budget,
+    occupancy_setting,
+)
 from ..mechanisms.dbscan import DEFAULT_BETA, SpanCells
 from ..mechanisms.levels import (
     DEFAULT_FDR,
@@ -37,6 +44,7 @@ from ..mechanisms.resolution import (
     TOTAL_SHARE,
     auto_budget,
     coarse_grid,
+    coarsening_factor,
     fine_width,
 )
 from ..noise import discrete_laplace_q, noise_rate, sum_abs_bound
@@ -102,8 +110,8 @@ def auto_budget_checked(epsilon, sensitivity):
     histogram's ``ε_c`` in between, all in the exact sampler's range (refused before anything is read or
     charged)."""
     eps0, eps_h = auto_budget(epsilon)
-    eps_c, eps1 = concentration_budget(eps_h)
-    for e in (eps0, eps_c, eps1):
+    eps_c, eps1 = concentration_budget(eps_h, CONCENTRATION_SHARE)
+    for e in (eps0, eps_c, eps1, *concentration_budget(eps_h, LARGE_CONCENTRATION_SHARE)):
         noise_rate(e, sensitivity)
     return eps0, eps1
 
@@ -221,7 +229,8 @@ def auto_preview(area, p, c) -> dict:
 
     For each number of points in ``p["n_points"]`` (default ``10**3 ... 10**7``;
     the run uses its noisy total): the ``cell_width_m`` and ``n_cells`` (the
-    cells of the grid it would release, as the run counts them), the
+    cells of the grid it would release where the points spread over the study
+    area, as the run counts them), the
     ``smallest_cluster_points`` (the fewest points a cluster can hold and still
     be shown, concentrated in one cell), ``smallest_group_points`` (the fewest
     points of a compact group in an otherwise empty study area that the map
@@ -229,8 +238,13 @@ def auto_preview(area, p, c) -> dict:
     with fewer the map says the data is too small for the budget), ``floor_level_range`` (the lowest
     level shown lies in this range of noisy points per 3x3 cells: the floor of
     a map with points everywhere, and of one with a single place of points)
-    and ``gamma_all_levels`` (Γ: with probability ``1 - beta`` every level is
-    within Γ of its true value, as the run's metadata states it).
+    ``gamma_all_levels`` (Γ: with probability ``1 - beta`` every level is
+    within Γ of its true value, as the run's metadata states it), ``max_refinement`` (how many times finer
+    than ``cell_width_m`` the occupancy step may make the cells where the points are compact) and
+    ``concentration_share`` (the occupancy histogram's share of the histogram's ε at that number of
+    points; 0 where the grid is the largest allowed already). The split of ε stated once (``epsilon_occupancy``,
+    ``epsilon_histogram``, ``noise_sd_of_level``) is that of the number of points given, or without one that
+    of a uniform grid of more than 1,024 cells.
 
     Examples
     --------
@@ -240,51 +254,61 @@ def auto_preview(area, p, c) -> dict:
     >>> row["n_points"], round(row["cell_width_m"]) > 50, row["smallest_cluster_points"] >= 20
     (50000, True, True)
     """
-    eps0, eps1 = auto_budget_checked(p["epsilon"], c.sensitivity)
+    eps0, _ = auto_budget_checked(p["epsilon"], c.sensitivity)
     eps_h = auto_budget(p["epsilon"])[1]
-    eps_c = concentration_budget(eps_h)[0]
-    q_c = discrete_laplace_q(eps_c, c.sensitivity)
     fdr = DEFAULT_FDR if p.get("fdr") is None else p["fdr"]
     w0 = fine_width(area)
-    q_1, q_h = discrete_laplace_q(eps1, c.sensitivity), discrete_laplace_q(eps_h, c.sensitivity)
-    sd_1, sd_h = sum_noise_sd(q_1), sum_noise_sd(q_h)
     n_points = p.get("n_points")
     n_points = [10 ** k for k in range(3, 8)] if n_points is None else [int(n_points)]
     beta = p.get("beta", DEFAULT_BETA)
-    rows, cells_of = [], {}
+    rows, cells_of, splits = [], {}, []
     for n in n_points:
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps_h, sensitivity=c.sensitivity, max_cells=_cap(p))
-        q, sd = q_h, sd_h
-        small = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # small data: the occupancy step runs
-        if small:
-            k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
-            q, sd = q_1, sd_1
+        few = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # few cells: the larger share, as the run
+        share, refinement = occupancy_setting(few)
+        if k <= coarsening_factor(area, w0, float("inf"), max_cells=_cap(p)):  # the largest grid already: no step
+            share, refinement = 0.0, 1
+        eps_c, eps1 = concentration_budget(eps_h, share) if share > 0 else (0.0, eps_h)
+        splits.append((share, eps_c, eps1))
+        q = discrete_laplace_q(eps1, c.sensitivity)
+        q_c = discrete_laplace_q(eps_c, c.sensitivity) if share > 0 else None
+        sd = sum_noise_sd(q)
+        k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
         if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
             cells_of[k] = coarse_grid(area, w0, k).n_cells
         m = cells_of[k]
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: points everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
-        # a compact group in a large empty study area: the occupancy histogram must find its cell first
-        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if small else 0
+        # a compact group in a large empty study area, few cells (wide ones): the occupancy histogram must find
+        # its cell first; with more cells the uniform ones show it whether or not the occupancy step finds it
+        z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if share > 0 and few else 0
+        # the cell width of points spread over the study area; compact points get cells up to `refinement` finer
         rows.append({"n_points": int(n), "cell_width_m": width, "coarsening_factor": k, "n_cells": m,
                      "smallest_cluster_points": math.ceil(smallest),
-                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": small,
+                     "smallest_group_points": math.ceil(max(smallest, z_occ + 1)), "occupancy_step": share > 0,
+                     "max_refinement": refinement, "concentration_share": share,
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
                      "gamma_all_levels": int(gamma_all_levels(q, m, beta))})
+    if len(splits) == 1:  # the split of the number of points given; without one, of more than 1,024 cells
+        share, eps_c, eps1 = splits[0]
+    else:
+        share = LARGE_CONCENTRATION_SHARE
+        eps_c, eps1 = concentration_budget(eps_h, share)
+    sd = sum_noise_sd(discrete_laplace_q(eps1, c.sensitivity))
     return {
         "auto": True,
         "epsilon": p["epsilon"],
         "epsilon_total": eps0,
         "epsilon_occupancy": eps_c,
-        "concentration_share": CONCENTRATION_SHARE,
+        "concentration_share": share,
         "epsilon_histogram": eps1,
         "total_share": TOTAL_SHARE,
         "fdr": fdr,
         "fine_cell_width_m": w0,
         "max_fine_cells": MAX_FINE_CELLS,
         "max_cells": _cap(p),
-        "noise_sd_of_level": sd_h,
+        "noise_sd_of_level": sd,
         "min_prominence": MIN_PROMINENCE_SD * sd,
         "grow_steps": GROW_STEPS,
         "level_unit": "noisy points in the 3x3 cells around a cell",

@@ -8,7 +8,8 @@ clusters chosen from it out. The steps and their privacy argument are in
 ("Spans without a radius").
 
 Budget: ``ε₀ = TOTAL_SHARE·ε`` for the total; of the rest ``ε_h``,
-``ε_c = CONCENTRATION_SHARE·ε_h`` for the occupancy histogram and ``ε₁ = ε_h - ε_c``
+``ε_c = CONCENTRATION_SHARE·ε_h`` (few cells) or ``LARGE_CONCENTRATION_SHARE·ε_h`` for the
+occupancy histogram and ``ε₁ = ε_h - ε_c``
 for the histogram the clusters are read from (the ε the three noises are drawn
 with sum to at most the charged ε, as rationals); nothing else is released.
 """
@@ -30,9 +31,15 @@ from ..noise import (
 )
 from .concentration import (
     CONCENTRATION_SHARE,
+    LARGE_CONCENTRATION_SHARE,
+    LARGE_MAX_REFINEMENT,
+    MAX_OCCUPIED_AREA_SHARE,
+    MAX_REFINEMENT,
     OCCUPANCY_MAX_CELLS,
     OCCUPIED_MASS_SHARE,
+    SPARSE_MASS_SHARE,
     concentration_budget,
+    occupancy_setting,
     occupied_width,
 )
 from .levels import (
@@ -130,6 +137,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      min_mass_share: float = MIN_MASS_SHARE, grow_steps: int | None = GROW_STEPS,
                      concentration_share: float = CONCENTRATION_SHARE,
                      occupied_mass_share: float = OCCUPIED_MASS_SHARE,
+                     large_share: float = LARGE_CONCENTRATION_SHARE, max_refinement: float = MAX_REFINEMENT,
+                     large_refinement: float = LARGE_MAX_REFINEMENT, max_area_share: float = MAX_OCCUPIED_AREA_SHARE,
+                     sparse_share: float | None = SPARSE_MASS_SHARE,
                      prominence_sd: float = MIN_PROMINENCE_SD, dip_ratio: float = MIN_DIP_RATIO,
                      merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
@@ -156,10 +166,16 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     beta : float
         Failure probability of the all-cells bound Γ reported for the
         sandwich statement (utility only).
-    concentration_share, occupied_mass_share
-        The share of the histogram's budget the occupancy histogram takes
-        (small data only; 0: never) and the share of ``n̂`` its occupied
-        blocks must hold (:mod:`dpgeo.mechanisms.concentration`).
+    concentration_share, large_share, max_refinement, large_refinement
+        The share of the histogram's budget the occupancy histogram takes and
+        how many times finer than the uniform rule's the cells may be, when
+        the uniform rule's grid has few cells and when it has more (a share of
+        0: no occupancy step).
+    occupied_mass_share, max_area_share, sparse_share
+        The share of ``n̂`` the occupied blocks must hold, the largest share of
+        the study area they may cover, and the share of the occupied points
+        whose sparsest blocks set the density
+        (:mod:`dpgeo.mechanisms.concentration`).
     prominence_sd, dip_ratio, dip_z, merge_ratio
         How far a branch must rise above its split (in s.d. of a 3×3 sum's
         noise, as a share of the split level, and in s.d. of the split level's
@@ -194,9 +210,13 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
                           rho=rho, max_cells=max_cells)
     g_u = coarse_grid(fine.area, fine.cell_m, factor)
-    if concentration_share > 0 and g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS:
-        # few cells (small data): a share of the histogram's budget finds where the points are
-        eps_c, eps1 = concentration_budget(eps_h, concentration_share)
+    few = g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS  # a function of n̂
+    share, refinement = occupancy_setting(few, concentration_share, large_share, max_refinement, large_refinement)
+    k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
+    if factor <= k_min:  # the uniform grid is the largest allowed already: no finer cells to find, no share
+        share = 0.0
+    if share > 0:  # a share of the histogram's budget finds where the points are
+        eps_c, eps1 = concentration_budget(eps_h, share)
         factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
                               rho=rho, max_cells=max_cells)
     uniform_factor, occ_info, hist_c = factor, {}, None
@@ -206,9 +226,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         hist_c = dense_histogram(g_u, ids, counts, epsilon=eps_c, sensitivity=sensitivity, rng=src)
         del ids, counts
         sd1 = math.sqrt(discrete_laplace_variance(discrete_laplace_q(eps1, sensitivity)))
-        width, occ_info = occupied_width(hist_c, n_hat, final_sd=sd1, rho=rho, mass_share=occupied_mass_share)
+        width, occ_info = occupied_width(hist_c, n_hat, final_sd=sd1, rho=rho, mass_share=occupied_mass_share,
+                                         max_area_share=max_area_share, max_refinement=refinement,
+                                         sparse_share=sparse_share)
         if width is not None:
-            k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
             factor = int(min(factor, max(k_min, round(width / fine.cell_m))))
     grid = coarse_grid(fine.area, fine.cell_m, factor)
     ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
@@ -222,12 +243,13 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "
-                           "area, or over the part of it an occupancy histogram finds the points in when that "
-                           "part is small",
+                           "area, or finer (at most the largest refinement) where an occupancy histogram finds "
+                           "the sparser parts of the points denser than that",
         "points_per_noise_sd": rho,
         "noisy_total": int(n_hat),
         "epsilon_total": eps0,
         "epsilon_occupancy": eps_c,
+        "concentration_share": share,
         "epsilon_histogram": eps1,
         "uniform_cell_width_m": uniform_factor * fine.cell_m,
         **occ_info,

@@ -2,35 +2,46 @@
 
 The uniform rule of :mod:`dpgeo.mechanisms.resolution` spreads the noisy total
 ``n̂`` over the whole study area, as if the points filled it. When they fill a
-small part of it (a few compact groups in a large study area: small data), its
-cells are far too wide. This step spends a stated share of the histogram's
-budget on finding out how much of the study area the points occupy, when the
-uniform rule's grid has at most :data:`OCCUPANCY_MAX_CELLS` cells (a function
-of ``n̂`` and public inputs; otherwise the share stays with the histogram):
+part of it (compact groups in a large study area, many small groups, trails),
+its cells are too wide. This step spends a stated share of the histogram's
+budget on finding out where the points are and how dense their sparser parts
+are, for every ``n̂``:
 
 1. a dense histogram of the grid the uniform rule picks (width ``w_u``),
-   released with ``ε_c`` (:data:`CONCENTRATION_SHARE` of the histogram's
-   budget; discrete Laplace of decay ``exp(-ε_c/Δ)``);
+   released with ``ε_c`` (discrete Laplace of decay ``exp(-ε_c/Δ)``): a share
+   :data:`CONCENTRATION_SHARE` of the histogram's budget when that grid has at
+   most :data:`OCCUPANCY_MAX_CELLS` cells (few points for the budget), else
+   :data:`LARGE_CONCENTRATION_SHARE` (the counts are larger there, and the
+   cells already finer) — a function of ``n̂`` and public inputs;
 2. for blocks of ``b × b`` of its cells, ``b`` in :data:`BLOCKS` (finest
    first), the blocks that hold points at false-discovery rate
    :data:`OCCUPANCY_FDR` (Benjamini–Hochberg, null "no point in the block",
    exact p-values of a sum of ``b²`` noises) — the *occupied* blocks — and
    the noisy points they hold;
 3. at the first ``b`` whose occupied blocks hold at least
-   :data:`OCCUPIED_MASS_SHARE` of ``n̂``, the density of the occupied part
-   ``d = mass / area`` gives the cell width ``w = sqrt(ρ σ₁ / d)``: the
-   uniform rule (``ρ σ₁`` evenly spread points per cell, ``σ₁`` one final
-   cell's noise) on the occupied area instead of the whole study area,
-   clipped to ``[max(w₀, w_u / MAX_REFINEMENT), w_u]``, provided the occupied blocks cover at most
-   :data:`MAX_OCCUPIED_AREA_SHARE` of the study area. Where no ``b``
-   qualifies (the points are spread thinly, no block stands out of the
-   noise, or they occupy much of the study area: a city, a gradient, whose
-   sparser parts finer cells would lose) the width stays ``w_u``.
+   :data:`OCCUPIED_MASS_SHARE` of ``n̂``: the occupied blocks sorted by noisy
+   density (points per m²), the sparsest of them that together hold
+   :data:`SPARSE_MASS_SHARE` of the occupied points give the density ``d`` of
+   the points' sparser parts, and the cell width is ``w = sqrt(ρ σ₁ / d)``:
+   the uniform rule (``ρ σ₁`` evenly spread points per cell, ``σ₁`` one final
+   cell's noise) at the density of the sparser occupied parts instead of the
+   whole study area's mean, clipped to ``[max(w₀, w_u / r), w_u]`` with ``r``
+   :data:`MAX_REFINEMENT` (few cells) or :data:`LARGE_MAX_REFINEMENT`. Points
+   that fill the study area, or whose sparser parts are as thin as the mean
+   (a gradient, the suburbs of a city), keep ``w_u``; compact groups get
+   finer cells. Where no ``b`` qualifies (the points are spread thinly, no
+   block stands out of the noise) the width stays ``w_u``.
+
+(Before, the step ran only with at most :data:`OCCUPANCY_MAX_CELLS` cells, used
+the mean density of the occupied blocks, cells at most 4 times finer, and only
+when the occupied blocks covered at most a tenth of the study area:
+``sparse_share=None, max_refinement=4, max_area_share=0.1`` and a large share of
+0 give it back.)
 
 **Privacy.** The occupancy histogram is ε_c-DP (the geometric mechanism on a
 histogram of a public grid: one record moves at most ``Δ`` points, the L1
-change of the counts is at most ``Δ``); the grid it is drawn on is a function
-of ``n̂`` and public inputs; the width is a function of the released
+change of the counts is at most ``Δ``); the grid it is drawn on and ``ε_c`` are
+functions of ``n̂`` and public inputs; the width is a function of the released
 occupancy histogram, ``n̂`` and public inputs. So the width is post-processing
 and the run composes: ``ε₀ + ε_c + ε₁ ≤ ε`` (``docs/privacy.md``).
 """
@@ -46,34 +57,56 @@ from ..noise import split_epsilon
 __all__ = [
     "BLOCKS",
     "CONCENTRATION_SHARE",
-    "OCCUPANCY_FDR",
-    "OCCUPANCY_MAX_CELLS",
+    "LARGE_CONCENTRATION_SHARE",
+    "LARGE_MAX_REFINEMENT",
     "MAX_OCCUPIED_AREA_SHARE",
     "MAX_REFINEMENT",
+    "OCCUPANCY_FDR",
+    "OCCUPANCY_MAX_CELLS",
     "OCCUPIED_MASS_SHARE",
+    "SPARSE_MASS_SHARE",
     "concentration_budget",
+    "occupancy_setting",
     "occupied_blocks",
     "occupied_width",
 ]
 
-#: Share of the histogram's budget (ε minus the total's share) spent on where the points are.
+#: Share of the histogram's budget (ε minus the total's share) spent on where the points are, when the uniform
+#: rule's grid has at most :data:`OCCUPANCY_MAX_CELLS` cells (few points for the budget: wide cells) ...
 CONCENTRATION_SHARE = 0.2
-#: The occupancy step runs only where the uniform rule's grid has at most this many cells (small data: its
-#: cells are then wide; with more, they are fine already, and finer cells would cut ridges and lose sparse
-#: parts); otherwise its share stays with the histogram.
+#: ... and when it has more (the counts are larger, the uniform cells finer already).
+LARGE_CONCENTRATION_SHARE = 0.1
+#: The grid size (cells) up to which the uniform rule's grid counts as few cells.
 OCCUPANCY_MAX_CELLS = 1024
 #: Blocks of b x b occupancy cells tried, finest first.
 BLOCKS = (1, 2, 4)
 #: False-discovery rate of the occupied blocks.
 OCCUPANCY_FDR = 0.1
-#: The occupied blocks must hold at least this share of the noisy total for their density to set the width ...
+#: The occupied blocks must hold at least this share of the noisy total for their density to set the width.
 OCCUPIED_MASS_SHARE = 0.8
-#: The cells are at most this many times finer than the uniform rule's (the occupancy histogram shows where
-#: the points are at its own cell width, not how they lie inside its cells).
-MAX_REFINEMENT = 4
-#: ... and cover at most this share of the study area (points in a few places of a large study area: where
-#: else they are spread enough for the uniform rule, and finer cells would lose their sparser parts).
-MAX_OCCUPIED_AREA_SHARE = 0.1
+#: The width follows the density of the sparsest occupied blocks that hold this share of the occupied points
+#: (None: the mean density of all occupied blocks, the rule before).
+SPARSE_MASS_SHARE = 0.1
+#: The cells are at most this many times finer than the uniform rule's with few cells, ...
+MAX_REFINEMENT = 3
+#: ... and at most this many times with more (finer cells cut ridges and lose sparse parts sooner).
+LARGE_MAX_REFINEMENT = 1.5
+#: The occupied blocks may cover at most this share of the study area for the cells to follow them (1: no
+#: limit; the sparse parts' density replaced the limit of 0.1 of the rule before).
+MAX_OCCUPIED_AREA_SHARE = 1.0
+
+
+def occupancy_setting(few_cells: bool, small_share: float = CONCENTRATION_SHARE,
+                      large_share: float = LARGE_CONCENTRATION_SHARE, small_refinement: float = MAX_REFINEMENT,
+                      large_refinement: float = LARGE_MAX_REFINEMENT) -> tuple[float, float]:
+    """``(share of the histogram's ε, largest refinement)`` of the occupancy step (public: from ``n̂``'s grid).
+
+    Examples
+    --------
+    >>> occupancy_setting(True), occupancy_setting(False)
+    ((0.2, 3), (0.1, 1.5))
+    """
+    return (small_share, small_refinement) if few_cells else (large_share, large_refinement)
 
 
 def concentration_budget(epsilon_histogram: float, share: float = CONCENTRATION_SHARE) -> tuple[float, float]:
@@ -125,7 +158,9 @@ def occupied_blocks(values: np.ndarray, kappa: np.ndarray, q: float, fdr: float 
 
 def occupied_width(hist, n_hat: float, *, final_sd: float, rho: float, blocks=BLOCKS, fdr: float = OCCUPANCY_FDR,
                    mass_share: float = OCCUPIED_MASS_SHARE,
-                   max_area_share: float = MAX_OCCUPIED_AREA_SHARE) -> tuple[float | None, dict]:
+                   max_area_share: float = MAX_OCCUPIED_AREA_SHARE,
+                   max_refinement: float = MAX_REFINEMENT,
+                   sparse_share: float | None = SPARSE_MASS_SHARE) -> tuple[float | None, dict]:
     """The cell width (metres) that spreads the points over the part of the study area they occupy.
 
     Parameters
@@ -138,6 +173,12 @@ def occupied_width(hist, n_hat: float, *, final_sd: float, rho: float, blocks=BL
         ``σ₁``, the standard deviation of one cell's noise in the final histogram.
     rho : float
         Evenly spread points per final cell, in ``σ₁`` (the uniform rule's ρ).
+    blocks, fdr, mass_share, max_area_share, max_refinement, sparse_share
+        The block sizes tried, the occupied blocks' false-discovery rate, the
+        share of ``n̂`` they must hold, the largest share of the study area they
+        may cover, how many times finer than the occupancy grid the cells may
+        be, and the share of the occupied points whose sparsest blocks set the
+        density (None: the mean density of all occupied blocks).
 
     Returns
     -------
@@ -150,7 +191,8 @@ def occupied_width(hist, n_hat: float, *, final_sd: float, rho: float, blocks=BL
     uni = g.universe_mask()
     n_hat = max(float(n_hat), 1.0)
     info = {"occupancy_blocks": list(blocks), "occupancy_fdr": fdr, "occupied_mass_share": mass_share,
-            "max_occupied_area_share": max_area_share}
+            "max_occupied_area_share": max_area_share, "sparse_mass_share": sparse_share,
+            "max_refinement": max_refinement}
     whole = float(uni.sum()) * g.cell_m ** 2
     for b in blocks:
         if b > 1 and (g.nx < 2 * b or g.ny < 2 * b):
@@ -164,9 +206,18 @@ def occupied_width(hist, n_hat: float, *, final_sd: float, rho: float, blocks=BL
         if occ.any() and mass >= mass_share * n_hat:
             if area > max_area_share * whole:  # the points are spread: the uniform rule
                 break
-            width = max(math.sqrt(rho * final_sd * area / mass), g.cell_m / MAX_REFINEMENT)
+            density = mass / area
+            if sparse_share is not None:  # the density of the sparsest occupied blocks holding this share of the mass
+                c = s[inside][occ].astype(float)
+                a = k[inside][occ].astype(float) * g.cell_m ** 2
+                order = np.argsort(c / a)
+                cum = np.cumsum(c[order])
+                j = int(np.searchsorted(cum, sparse_share * cum[-1]))
+                sel = order[: j + 1]
+                density = max(float(c[sel].sum() / a[sel].sum()), 1e-300)
+            width = max(math.sqrt(rho * final_sd / density), g.cell_m / max_refinement)
             info.update({"occupancy_block": b, "occupied_area_m2": area, "occupied_mass": mass,
-                         "occupied_share_of_area": area / whole})
+                         "occupied_share_of_area": area / whole, "sparse_density_per_km2": density * 1e6})
             return width, info
     info.update({"occupancy_block": None})
     return None, info
