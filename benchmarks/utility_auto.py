@@ -46,7 +46,8 @@ Usage::
 ``--auto NAME=VALUE`` changes one setting of the mechanism
 (:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
 ``selection``, ``extent``, ``min_mass_share``, ``total_share``,
-``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``dip_z``, ``merge_ratio``):
+``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``dip_z``, ``merge_ratio``,
+``ridge_elongation`` — ``none`` for no ridge rule —, ``ridge_along``, ``ridge_dip_ratio``, ``ridge_dip_z``, ``ridge_min_length``):
 how its rules were compared on the generated sets (``docs/results.md``).
 """
 
@@ -631,6 +632,8 @@ def report(out):
 
 def _setting(text):
     name, _, value = text.partition("=")
+    if value.lower() == "none":  # e.g. ridge_elongation=none: no ridge rule
+        return name, None
     try:
         return name, (int(value) if value.isdigit() else float(value))
     except ValueError:

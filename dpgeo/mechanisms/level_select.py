@@ -18,7 +18,7 @@ from scipy.sparse.csgraph import connected_components
 from ..errors import ParameterError
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
-__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
+__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "dip_significant", "grow_labels", "grow_labels_raster",
            "select_clusters", "separate_clusters", "touching_merges"]
 
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
@@ -91,7 +91,9 @@ def _by_level(tree: LevelTree, ascending: bool):
 def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
                     selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
                     grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
-                    merge_ratio: float | None = None) -> LevelClusters:
+                    merge_ratio: float | None = None, ridge_elongation: float | None = None,
+                    ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_along: float | None = None,
+                    ridge_min_length: float = 0.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -126,6 +128,16 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
         one level value's noise, and the points' Poisson variation): a dip
         counts only where it is significant given the noise (``0``: no such rule).
+    ridge_elongation, ridge_along, ridge_min_length : float or None
+        A branch whose cells are at least ``ridge_elongation`` times longer
+        than wide and ``ridge_min_length`` cells long, lying along its long
+        axis from its parent (the cosine of the angle at least
+        ``ridge_along``), is a piece of a ridge (:func:`branch_elongation`);
+        ``ridge_elongation=None``: no ridge rule.
+    ridge_dip_ratio, ridge_dip_z : float
+        ... and counts only if the ridge dips deeply and significantly where
+        it joins its sibling (:func:`dip_significant`): a road or a trail whose
+        density varies along it stays one cluster.
     merge_ratio : float or None
         Two chosen clusters whose grown cells meet are one cluster when the
         density where they meet is at least this share of the lower of their
@@ -191,9 +203,17 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
     split = lam[parent[:nn]]
+    s_split = np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
                 & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
-                & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))))
+                & (peak[:nn] - split >= dip_z * s_split))
+    if ridge_elongation is not None and np.isfinite(ridge_elongation):
+        # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
+        # density falls deeply and significantly
+        ridge = branch_elongation(tree, parent, down, ridge_along,
+                                  ridge_min_length) >= ridge_elongation
+        sig[:nn] &= ~ridge | dip_significant(peak[:nn], split, dip_ratio=ridge_dip_ratio, dip_z=ridge_dip_z,
+                                             noise_sd=noise_sd)
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)
@@ -281,6 +301,70 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     return LevelClusters(tree, tree.cell_id[inside], label[inside], int(new_id.max()),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
                          partial(_entry_cells, tree.cell_id, cell_cluster, cpar), int(core.sum()), cell_cluster)
+
+
+def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
+                      min_length: float = 0.0) -> np.ndarray:
+    """For each node of the tree, how much longer than wide its cells are: the ratio of the largest to the
+    smallest variance of their centres' coordinates (in cells, each cell counting its own extent, 1/12).
+
+    ``parent`` maps each node to its parent (the root's index for a top node) and ``down`` groups the
+    nodes by level from the highest (:func:`_by_level`). Sums of the coordinates and their products are
+    added up the tree as the masses are: O(nodes + cells).
+    """
+    nn = tree.n_nodes
+    nx = tree.grid.nx
+    gx = (tree.cell_id % nx).astype(float)
+    gy = (tree.cell_id // nx).astype(float)
+    gx -= gx.mean() if gx.size else 0.0
+    gy -= gy.mean() if gy.size else 0.0
+    m = np.stack([np.bincount(tree.cell_node, weights=w, minlength=nn + 1)
+                  for w in (np.ones_like(gx), gx, gy, gx * gx, gy * gy, gx * gy)], axis=1)
+    for grp in down:  # children before parents
+        np.add.at(m, parent[grp], m[grp])
+    m = m.T
+    n = np.maximum(m[0, :nn], 1.0)
+    mx, my = m[1, :nn] / n, m[2, :nn] / n
+    vxx = m[3, :nn] / n - mx * mx + 1.0 / 12
+    vyy = m[4, :nn] / n - my * my + 1.0 / 12
+    vxy = m[5, :nn] / n - mx * my
+    half, root = (vxx + vyy) / 2, np.sqrt(((vxx - vyy) / 2) ** 2 + vxy ** 2)
+    elong = (half + root) / np.maximum(half - root, 1.0 / 12)
+    if min_length:  # shorter than this (its long axis, as a uniform bar's length, in cells): not a ridge
+        elong = np.where(12 * (half + root) >= min_length ** 2, elong, 1.0)
+    if along is None:
+        return elong
+    # the direction from the parent's centre to the branch's, against the branch's long axis
+    theta = 0.5 * np.arctan2(2 * vxy, vxx - vyy)
+    pn = np.maximum(m[0, parent[:nn]], 1.0)
+    dx, dy = mx - m[1, parent[:nn]] / pn, my - m[2, parent[:nn]] / pn
+    dist = np.hypot(dx, dy)
+    cos = np.abs(dx * np.cos(theta) + dy * np.sin(theta)) / np.maximum(dist, 1e-12)
+    return np.where((cos >= along) & (dist > 0), elong, 1.0)
+
+
+def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float) -> np.ndarray:
+    """Whether a branch rises above the level where it joins its sibling by a dip that is deep and real.
+
+    The branch's ``peak`` less ``dip_z`` standard deviations of it must be at
+    least ``1 + dip_ratio`` times the ``split`` level plus ``dip_z`` standard
+    deviations of it; a level's standard deviation is ``√(noise_sd² + level)``
+    (the noise of one 3×3 sum, ``noise_sd``, and the points' Poisson
+    variation). Both ends are read conservatively: the peak is the highest of
+    many noisy sums and the split level the lowest on the best path between
+    the branches, so noise alone makes a gentle slope look like a dip; a
+    ridge whose density dips by less than ``dip_ratio`` of its level (a road,
+    a trail) stays one cluster. ``dip_ratio = dip_z = 0``: every branch.
+
+    Examples
+    --------
+    >>> dip_significant(np.array([500.0, 500.0]), np.array([350.0, 200.0]), dip_ratio=0.5, dip_z=2, noise_sd=4.3)
+    array([False,  True])
+    """
+    peak, split = np.asarray(peak, dtype=float), np.asarray(split, dtype=float)
+    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + np.maximum(peak, 0.0))
+    hi = split + dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
+    return lo - hi >= dip_ratio * np.maximum(hi, 0.0)
 
 
 def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> np.ndarray:

@@ -27,8 +27,11 @@ parameters only; no budget is spent here. The steps:
    noisy counts, derived from the noise of one neighbourhood sum), and at
    least ``dip_ratio`` times that level (a ridge whose density dips by less
    stays whole) and ``dip_z`` standard deviations of that level's noise and
-   Poisson variation (a dip counts only where it is significant); smaller
-   branches are points "falling out" of their parent, as in HDBSCAN's
+   Poisson variation (a dip counts only where it is significant). A branch
+   much longer than wide that lies along its long axis from its parent is a
+   piece of a ridge (a road, a trail): it counts only where the ridge's
+   density falls to half, beyond the noise of both ends (the ridge rule).
+   Smaller branches are points "falling out" of their parent, as in HDBSCAN's
    condensed tree. Among the clusters, those of greatest *excess of mass*
    (HDBSCAN's stability: every point contributes the range of levels over
    which it stays in the cluster) are chosen, never two nested ones, and never
@@ -86,6 +89,11 @@ __all__ = [
     "MIN_DIP_RATIO",
     "MIN_DIP_Z",
     "MIN_PROMINENCE_SD",
+    "RIDGE_ALONG",
+    "RIDGE_DIP_RATIO",
+    "RIDGE_DIP_Z",
+    "RIDGE_ELONGATION",
+    "RIDGE_MIN_LENGTH",
     "SELECTIONS",
     "LevelClusters",
     "LevelTree",
@@ -115,6 +123,22 @@ MIN_DIP_RATIO = 0.25
 #: points' Poisson variation, ``√(σ₉² + t)`` — so that a dip counts only where it is significant given the
 #: noise: a sparse band whose density falls along it stays whole, a seam between dense shapes splits.
 MIN_DIP_Z = 2.0
+#: A branch whose cells are at least this many times longer than wide (the ratio of the variances of their
+#: coordinates along and across its long axis), and which lies along that axis from its parent, is a piece of
+#: a ridge — a road, a trail, a river bank — whose density varies along it ...
+RIDGE_ELONGATION = 6.0
+#: ... "along": the cosine of the angle between the long axis and the way from the parent's centre to the
+#: branch's is at least this (30 degrees; two parallel ridges side by side are not one ridge) ...
+RIDGE_ALONG = 0.87
+#: ... and is at least this many cells long (twice the density's 3×3 kernel: a branch of a few cells is no
+#: ridge, whatever its shape) ...
+RIDGE_MIN_LENGTH = 6.0
+#: ... and counts only where the ridge dips deeply and significantly: its peak, less one s.d. of it
+#: (``RIDGE_DIP_Z``), at least ``1 + RIDGE_DIP_RATIO`` times the split level plus one s.d. of it — the
+#: density along the ridge falls to at most half of the lower peak, beyond the noise. Chosen on the generated
+#: sets (docs/results.md §1b).
+RIDGE_DIP_RATIO = 1.0
+RIDGE_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
@@ -287,7 +311,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
                    grow_steps: int | None = GROW_STEPS,
                    max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO,
-                   merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z):
+                   merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
+                   ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
+                   ridge_dip_z: float = RIDGE_DIP_Z, ridge_along: float | None = RIDGE_ALONG,
+                   ridge_min_length: float = RIDGE_MIN_LENGTH):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -311,6 +338,11 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         The map's scale (:func:`scale_mass`): the smallest cluster holds
         ``√n̂`` points, or this share of ``n̂``.
     max_thresholds : int
+    dip_ratio, dip_z, merge_ratio
+        The dip rule and the joining of touching clusters
+        (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
+    ridge_elongation, ridge_along, ridge_dip_ratio, ridge_dip_z, ridge_min_length
+        The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
 
     Returns
     -------
@@ -351,7 +383,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
-                               dip_z=dip_z, noise_sd=sd)
+                               dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
+                               ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z, ridge_along=ridge_along,
+                               ridge_min_length=ridge_min_length)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -366,6 +400,13 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_prominence": float(min_prominence),
         "min_dip_ratio": float(dip_ratio),
         "min_dip_z": float(dip_z),
+        **({} if ridge_elongation is None else {
+            "ridge_elongation": float(ridge_elongation),
+            "ridge_alignment": None if ridge_along is None else float(ridge_along),
+            "ridge_dip_ratio": float(ridge_dip_ratio),
+            "ridge_dip_z": float(ridge_dip_z),
+            "ridge_min_length_cells": float(ridge_min_length),
+        }),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
         "extent": extent if extent == "core" else
