@@ -18,8 +18,8 @@ from scipy.sparse.csgraph import connected_components
 from ..errors import ParameterError
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
-__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "dip_significant", "grow_labels", "grow_labels_raster",
-           "select_clusters", "separate_clusters", "touching_merges"]
+__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "branch_elongation", "dip_significant",
+           "grow_labels", "grow_labels_raster", "select_clusters", "separate_clusters", "touching_merges"]
 
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
 EXTENTS = ("grown", "core")
@@ -203,10 +203,9 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
     split = lam[parent[:nn]]
-    s_split = np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
                 & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
-                & (peak[:nn] - split >= dip_z * s_split))
+                & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))))
     if ridge_elongation is not None and np.isfinite(ridge_elongation):
         # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
         # density falls deeply and significantly
@@ -308,9 +307,27 @@ def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: fl
     """For each node of the tree, how much longer than wide its cells are: the ratio of the largest to the
     smallest variance of their centres' coordinates (in cells, each cell counting its own extent, 1/12).
 
-    ``parent`` maps each node to its parent (the root's index for a top node) and ``down`` groups the
-    nodes by level from the highest (:func:`_by_level`). Sums of the coordinates and their products are
-    added up the tree as the masses are: O(nodes + cells).
+    ``parent`` maps each node to its parent (the root's index for a top node: every cell of the tree)
+    and ``down`` groups the nodes by level from the highest (:func:`_by_level`). Sums of the coordinates
+    and their products are added up the tree as the masses are: O(nodes + cells). With ``min_length``, a
+    node whose long axis (as a uniform bar's length, ``√(12 λ₁)``) is shorter than that many cells counts
+    1; with ``along``, so does a node whose long axis is more than ``arccos(along)`` away from the way
+    from its parent's centre to its own (a branch beside its sibling, not in line with it).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 200, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> v = np.r_[np.full(9, 50), 20, 20, np.full(9, 60)]   # a row of 20 cells dipping in its middle
+    >>> t = build_level_tree(g, np.arange(20), v, np.ones(20, int))
+    >>> par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+    >>> np.round(branch_elongation(t, par, _by_level(t, ascending=False), along=0.87), 1).tolist()
+    [81.0, 81.0, 1.0]
+
+    The two halves are 81 times longer than wide and in line with each other; the whole row (a top node)
+    lies at its parent's centre.
     """
     nn = tree.n_nodes
     nx = tree.grid.nx
