@@ -182,10 +182,10 @@ def test_a_ridge_without_a_dip_stays_one_cluster():
 def test_a_ridge_whose_density_dips_stays_one_cluster():
     """A corridor whose density falls by 30% in its sixth kilometre (1,000 points a km, 30 m across): one
     cluster on each of three seeds. Its halves are branches of the tree much longer than wide, lying end to
-    end, so the ridge rule asks their peaks, less their noise, to be twice the level where they meet, plus
-    its noise; without the ridge rule (the rule of the previous version: a peak 1.25 times the split level
-    and two s.d. of its noise and Poisson variation above it) the dip, significant given the noise, splits
-    the corridor in two on each seed."""
+    end, so the ridge rule asks their peaks, less two s.d. of their noise and Poisson variation, to be
+    twice the level where they meet, plus two of its; without the ridge rule (every branch held to the dip
+    rule: a peak 1.25 times the split level and one s.d. of its noise and Poisson variation above it) the
+    dip, significant given the noise, splits the corridor in two on each seed."""
     f, ids, counts = _corridor(700)
     n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
          for s in (1, 2, 3)]

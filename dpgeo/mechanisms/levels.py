@@ -121,8 +121,9 @@ MIN_PROMINENCE_SD = 1.0
 MIN_DIP_RATIO = 0.25
 #: ... and by at least this many standard deviations of the split level ``t`` itself — its noise and the
 #: points' Poisson variation, ``√(σ₉² + t)`` — so that a dip counts only where it is significant given the
-#: noise: a sparse band whose density falls along it stays whole, a seam between dense shapes splits.
-MIN_DIP_Z = 2.0
+#: noise. One s.d. since the ridge rule below holds long bands and corridors to their own, stricter rule
+#: (two before it, which kept the sparse ends of bands whole at the cost of touching shapes).
+MIN_DIP_Z = 1.0
 #: A branch whose cells are at least this many times longer than wide (the ratio of the variances of their
 #: coordinates along and across its long axis), and which lies along that axis from its parent, is a piece of
 #: a ridge — a road, a trail, a river bank — whose density varies along it ...
