@@ -16,10 +16,11 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
+from .level_ridges import branch_elongation, dip_significant
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
-__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "branch_elongation", "dip_significant",
-           "grow_labels", "grow_labels_raster", "select_clusters", "separate_clusters", "touching_merges"]
+__all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
+           "select_clusters", "separate_clusters", "touching_merges"]
 
 #: ``core``: each cluster at the level where it separates; ``grown``: the kept cells shared out among them.
 EXTENTS = ("grown", "core")
@@ -132,11 +133,11 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         A branch whose cells are at least ``ridge_elongation`` times longer
         than wide and ``ridge_min_length`` cells long, lying along its long
         axis from its parent (the cosine of the angle at least
-        ``ridge_along``), is a piece of a ridge (:func:`branch_elongation`);
+        ``ridge_along``), is a piece of a ridge (:func:`~dpgeo.mechanisms.level_ridges.branch_elongation`);
         ``ridge_elongation=None``: no ridge rule.
     ridge_dip_ratio, ridge_dip_z : float
         ... and counts only if the ridge dips deeply and significantly where
-        it joins its sibling (:func:`dip_significant`): a road or a trail whose
+        it joins its sibling (:func:`~dpgeo.mechanisms.level_ridges.dip_significant`): a road or a trail whose
         density varies along it stays one cluster.
     merge_ratio : float or None
         Two chosen clusters whose grown cells meet are one cluster when the
@@ -300,88 +301,6 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     return LevelClusters(tree, tree.cell_id[inside], label[inside], int(new_id.max()),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
                          partial(_entry_cells, tree.cell_id, cell_cluster, cpar), int(core.sum()), cell_cluster)
-
-
-def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
-                      min_length: float = 0.0) -> np.ndarray:
-    """For each node of the tree, how much longer than wide its cells are: the ratio of the largest to the
-    smallest variance of their centres' coordinates (in cells, each cell counting its own extent, 1/12).
-
-    ``parent`` maps each node to its parent (the root's index for a top node: every cell of the tree)
-    and ``down`` groups the nodes by level from the highest (:func:`_by_level`). Sums of the coordinates
-    and their products are added up the tree as the masses are: O(nodes + cells). With ``min_length``, a
-    node whose long axis (as a uniform bar's length, ``√(12 λ₁)``) is shorter than that many cells counts
-    1; with ``along``, so does a node whose long axis is more than ``arccos(along)`` away from the way
-    from its parent's centre to its own (a branch beside its sibling, not in line with it).
-
-    Examples
-    --------
-    >>> from dpgeo.domain import StudyArea
-    >>> from dpgeo.grid import Grid
-    >>> from dpgeo.mechanisms.level_tree import build_level_tree
-    >>> g = Grid(StudyArea.from_bbox((0, 0, 200, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
-    >>> v = np.r_[np.full(9, 50), 20, 20, np.full(9, 60)]   # a row of 20 cells dipping in its middle
-    >>> t = build_level_tree(g, np.arange(20), v, np.ones(20, int))
-    >>> par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
-    >>> np.round(branch_elongation(t, par, _by_level(t, ascending=False), along=0.87), 1).tolist()
-    [81.0, 81.0, 1.0]
-
-    The two halves are 81 times longer than wide and in line with each other; the whole row (a top node)
-    lies at its parent's centre.
-    """
-    nn = tree.n_nodes
-    nx = tree.grid.nx
-    gx = (tree.cell_id % nx).astype(float)
-    gy = (tree.cell_id // nx).astype(float)
-    gx -= gx.mean() if gx.size else 0.0
-    gy -= gy.mean() if gy.size else 0.0
-    m = np.stack([np.bincount(tree.cell_node, weights=w, minlength=nn + 1)
-                  for w in (np.ones_like(gx), gx, gy, gx * gx, gy * gy, gx * gy)], axis=1)
-    for grp in down:  # children before parents
-        np.add.at(m, parent[grp], m[grp])
-    m = m.T
-    n = np.maximum(m[0, :nn], 1.0)
-    mx, my = m[1, :nn] / n, m[2, :nn] / n
-    vxx = m[3, :nn] / n - mx * mx + 1.0 / 12
-    vyy = m[4, :nn] / n - my * my + 1.0 / 12
-    vxy = m[5, :nn] / n - mx * my
-    half, root = (vxx + vyy) / 2, np.sqrt(((vxx - vyy) / 2) ** 2 + vxy ** 2)
-    elong = (half + root) / np.maximum(half - root, 1.0 / 12)
-    if min_length:  # shorter than this (its long axis, as a uniform bar's length, in cells): not a ridge
-        elong = np.where(12 * (half + root) >= min_length ** 2, elong, 1.0)
-    if along is None:
-        return elong
-    # the direction from the parent's centre to the branch's, against the branch's long axis
-    theta = 0.5 * np.arctan2(2 * vxy, vxx - vyy)
-    pn = np.maximum(m[0, parent[:nn]], 1.0)
-    dx, dy = mx - m[1, parent[:nn]] / pn, my - m[2, parent[:nn]] / pn
-    dist = np.hypot(dx, dy)
-    cos = np.abs(dx * np.cos(theta) + dy * np.sin(theta)) / np.maximum(dist, 1e-12)
-    return np.where((cos >= along) & (dist > 0), elong, 1.0)
-
-
-def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float) -> np.ndarray:
-    """Whether a branch rises above the level where it joins its sibling by a dip that is deep and real.
-
-    The branch's ``peak`` less ``dip_z`` standard deviations of it must be at
-    least ``1 + dip_ratio`` times the ``split`` level plus ``dip_z`` standard
-    deviations of it; a level's standard deviation is ``√(noise_sd² + level)``
-    (the noise of one 3×3 sum, ``noise_sd``, and the points' Poisson
-    variation). Both ends are read conservatively: the peak is the highest of
-    many noisy sums and the split level the lowest on the best path between
-    the branches, so noise alone makes a gentle slope look like a dip; a
-    ridge whose density dips by less than ``dip_ratio`` of its level (a road,
-    a trail) stays one cluster. ``dip_ratio = dip_z = 0``: every branch.
-
-    Examples
-    --------
-    >>> dip_significant(np.array([500.0, 500.0]), np.array([350.0, 200.0]), dip_ratio=0.5, dip_z=2, noise_sd=4.3)
-    array([False,  True])
-    """
-    peak, split = np.asarray(peak, dtype=float), np.asarray(split, dtype=float)
-    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + np.maximum(peak, 0.0))
-    hi = split + dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
-    return lo - hi >= dip_ratio * np.maximum(hi, 0.0)
 
 
 def grow_labels(n: int, pairs, label: np.ndarray, steps: int | None = None) -> np.ndarray:

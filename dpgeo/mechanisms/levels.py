@@ -46,7 +46,8 @@ parameters only; no budget is spent here. The steps:
 
 Everything is a function of the released counts, the grid and the public
 parameters, so the output has the histogram's ε. Steps 3–5 live in
-:mod:`~dpgeo.mechanisms.level_tree` and :mod:`~dpgeo.mechanisms.level_select`;
+:mod:`~dpgeo.mechanisms.level_tree`, :mod:`~dpgeo.mechanisms.level_select` and
+:mod:`~dpgeo.mechanisms.level_ridges` (the dip and ridge rules);
 their names are exported here too.
 """
 
