@@ -47,7 +47,7 @@ Usage::
 (:func:`dpgeo.mechanisms.auto.auto_spans_cells`: ``rho``, ``fdr``,
 ``selection``, ``extent``, ``min_mass_share``, ``total_share``,
 ``concentration_share``, ``prominence_sd``, ``dip_ratio``, ``dip_z``, ``merge_ratio``,
-``ridge_elongation`` — ``none`` for no ridge rule —, ``ridge_along``, ``ridge_dip_ratio``, ``ridge_dip_z``, ``ridge_min_length``):
+``ridge_elongation`` — ``none`` for no ridge rule —, ``ridge_alignment``, ``ridge_dip_ratio``, ``ridge_dip_z``, ``ridge_min_length_cells``):
 how its rules were compared on the generated sets (``docs/results.md``).
 """
 

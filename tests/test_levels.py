@@ -99,7 +99,7 @@ def test_select_two_bumps_and_their_extents():
     assert select_clusters(t, min_mass=60, min_prominence=5, extent="core").n_clusters == 0  # nothing big enough
 
 
-RIDGE = {"ridge_elongation": 6.0, "ridge_along": 0.87, "ridge_min_length": 6.0, "ridge_dip_ratio": 1.0,
+RIDGE = {"ridge_elongation": 6.0, "ridge_alignment": 0.87, "ridge_min_length_cells": 6.0, "ridge_dip_ratio": 1.0,
          "ridge_dip_z": 2.0}
 
 
@@ -131,7 +131,7 @@ def test_two_parallel_ridges_are_not_one_ridge():
     t = build_level_tree(g, ids, v, np.full(ids.size, 10))
     kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
     assert select_clusters(t, **kw, **RIDGE).n_clusters == 2
-    assert select_clusters(t, **kw, **{**RIDGE, "ridge_along": None}).n_clusters == 1
+    assert select_clusters(t, **kw, **{**RIDGE, "ridge_alignment": None}).n_clusters == 1
 
 
 def test_leaf_selection_takes_the_deepest_clusters():

@@ -40,11 +40,11 @@ from .levels import (
     GROW_STEPS,
     MIN_DIP_RATIO,
     MIN_DIP_Z,
-    RIDGE_ALONG,
+    RIDGE_ALIGNMENT,
     RIDGE_DIP_RATIO,
     RIDGE_DIP_Z,
     RIDGE_ELONGATION,
-    RIDGE_MIN_LENGTH,
+    RIDGE_MIN_LENGTH_CELLS,
     MIN_MASS_SHARE,
     MIN_PROMINENCE_SD,
     LevelClusters,
@@ -137,9 +137,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      occupied_mass_share: float = OCCUPIED_MASS_SHARE,
                      prominence_sd: float = MIN_PROMINENCE_SD, dip_ratio: float = MIN_DIP_RATIO,
                      merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
-                     ridge_elongation: float | None = RIDGE_ELONGATION, ridge_along: float | None = RIDGE_ALONG,
+                     ridge_elongation: float | None = RIDGE_ELONGATION, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                      ridge_dip_ratio: float = RIDGE_DIP_RATIO, ridge_dip_z: float = RIDGE_DIP_Z,
-                     ridge_min_length: float = RIDGE_MIN_LENGTH) -> AutoSpans:
+                     ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -174,7 +174,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         noise and Poisson variation), and when chosen clusters
         that meet are joined (None: never), as for
         :func:`dpgeo.mechanisms.level_select.select_clusters`.
-    ridge_elongation, ridge_along, ridge_dip_ratio, ridge_dip_z, ridge_min_length
+    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
         The ridge rule: a branch this many times longer than wide, lying along
         its long axis from its parent, is cut off only where the ridge dips
         deeply and significantly (None: no ridge rule), as for
@@ -232,9 +232,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
                                         min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
                                         merge_ratio=merge_ratio, dip_z=dip_z,
-                                        ridge_elongation=ridge_elongation, ridge_along=ridge_along,
+                                        ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
-                                        ridge_min_length=ridge_min_length)
+                                        ridge_min_length_cells=ridge_min_length_cells)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

@@ -25,11 +25,12 @@ def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: fl
     smallest variance of their centres' coordinates (in cells, each cell counting its own extent, 1/12).
 
     ``parent`` maps each node to its parent (the root's index for a top node: every cell of the tree)
-    and ``down`` groups the nodes by level from the highest (:func:`~dpgeo.mechanisms.level_select._by_level`). Sums of the coordinates
-    and their products are added up the tree as the masses are: O(nodes + cells). With ``min_length``, a
-    node whose long axis (as a uniform bar's length, ``√(12 λ₁)``) is shorter than that many cells counts
-    1; with ``along``, so does a node whose long axis is more than ``arccos(along)`` away from the way
-    from its parent's centre to its own (a branch beside its sibling, not in line with it).
+    and ``down`` groups the nodes by level from the highest (``level_select._by_level``). Sums of the
+    coordinates and their products are added up the tree as the masses are: O(nodes + cells). With
+    ``min_length``, a node whose long axis (as a uniform bar's length, ``√(12 λ₁)``) is shorter than
+    that many cells counts 1; with ``along``, so does a node whose long axis is more than
+    ``arccos(along)`` away from the way from its parent's centre to its own (a branch beside its
+    sibling, not in line with it).
 
     Examples
     --------

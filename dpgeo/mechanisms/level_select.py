@@ -93,8 +93,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
                     grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
                     merge_ratio: float | None = None, ridge_elongation: float | None = None,
-                    ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_along: float | None = None,
-                    ridge_min_length: float = 0.0) -> LevelClusters:
+                    ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
+                    ridge_min_length_cells: float = 0.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -129,11 +129,11 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
         one level value's noise, and the points' Poisson variation): a dip
         counts only where it is significant given the noise (``0``: no such rule).
-    ridge_elongation, ridge_along, ridge_min_length : float or None
+    ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
         A branch whose cells are at least ``ridge_elongation`` times longer
-        than wide and ``ridge_min_length`` cells long, lying along its long
+        than wide and ``ridge_min_length_cells`` cells long, lying along its long
         axis from its parent (the cosine of the angle at least
-        ``ridge_along``), is a piece of a ridge (:func:`~dpgeo.mechanisms.level_ridges.branch_elongation`);
+        ``ridge_alignment``), is a piece of a ridge (:func:`~dpgeo.mechanisms.level_ridges.branch_elongation`);
         ``ridge_elongation=None``: no ridge rule.
     ridge_dip_ratio, ridge_dip_z : float
         ... and counts only if the ridge dips deeply and significantly where
@@ -210,8 +210,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     if ridge_elongation is not None and np.isfinite(ridge_elongation):
         # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
         # density falls deeply and significantly
-        ridge = branch_elongation(tree, parent, down, ridge_along,
-                                  ridge_min_length) >= ridge_elongation
+        ridge = branch_elongation(tree, parent, down, ridge_alignment,
+                                  ridge_min_length_cells) >= ridge_elongation
         sig[:nn] &= ~ridge | dip_significant(peak[:nn], split, dip_ratio=ridge_dip_ratio, dip_z=ridge_dip_z,
                                              noise_sd=noise_sd)
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)

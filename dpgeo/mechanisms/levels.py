@@ -90,11 +90,11 @@ __all__ = [
     "MIN_DIP_RATIO",
     "MIN_DIP_Z",
     "MIN_PROMINENCE_SD",
-    "RIDGE_ALONG",
+    "RIDGE_ALIGNMENT",
     "RIDGE_DIP_RATIO",
     "RIDGE_DIP_Z",
     "RIDGE_ELONGATION",
-    "RIDGE_MIN_LENGTH",
+    "RIDGE_MIN_LENGTH_CELLS",
     "SELECTIONS",
     "LevelClusters",
     "LevelTree",
@@ -129,16 +129,16 @@ MIN_DIP_Z = 1.0
 #: coordinates along and across its long axis), and which lies along that axis from its parent, is a piece of
 #: a ridge — a road, a trail, a river bank — whose density varies along it ...
 RIDGE_ELONGATION = 6.0
-#: ... "along": the cosine of the angle between the long axis and the way from the parent's centre to the
+#: ... "lies along": the cosine of the angle between the long axis and the way from the parent's centre to the
 #: branch's is at least this (30 degrees; two parallel ridges side by side are not one ridge) ...
-RIDGE_ALONG = 0.87
+RIDGE_ALIGNMENT = 0.87
 #: ... and is at least this many cells long (twice the density's 3×3 kernel: a branch of a few cells is no
 #: ridge, whatever its shape) ...
-RIDGE_MIN_LENGTH = 6.0
-#: ... and counts only where the ridge dips deeply and significantly: its peak, less one s.d. of it
-#: (``RIDGE_DIP_Z``), at least ``1 + RIDGE_DIP_RATIO`` times the split level plus one s.d. of it — the
-#: density along the ridge falls to at most half of the lower peak, beyond the noise. Chosen on the generated
-#: sets (docs/results.md §1b).
+RIDGE_MIN_LENGTH_CELLS = 6.0
+#: ... and counts only where the ridge dips deeply and significantly: its peak, less ``RIDGE_DIP_Z`` s.d. of
+#: it (noise and Poisson variation), at least ``1 + RIDGE_DIP_RATIO`` times the split level plus as many s.d.
+#: of it — the density along the ridge falls to at most half of the lower peak, beyond the noise. All five
+#: chosen on the generated sets, with a class of corridors (docs/results.md §1b, third comparison).
 RIDGE_DIP_RATIO = 1.0
 RIDGE_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
@@ -315,8 +315,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO,
                    merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
-                   ridge_dip_z: float = RIDGE_DIP_Z, ridge_along: float | None = RIDGE_ALONG,
-                   ridge_min_length: float = RIDGE_MIN_LENGTH):
+                   ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
+                   ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -343,7 +343,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     dip_ratio, dip_z, merge_ratio
         The dip rule and the joining of touching clusters
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
-    ridge_elongation, ridge_along, ridge_dip_ratio, ridge_dip_z, ridge_min_length
+    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
         The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
 
     Returns
@@ -386,8 +386,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
                                dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
-                               ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z, ridge_along=ridge_along,
-                               ridge_min_length=ridge_min_length)
+                               ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
+                               ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -404,10 +404,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_dip_z": float(dip_z),
         **({} if ridge_elongation is None else {
             "ridge_elongation": float(ridge_elongation),
-            "ridge_alignment": None if ridge_along is None else float(ridge_along),
+            "ridge_alignment": None if ridge_alignment is None else float(ridge_alignment),
             "ridge_dip_ratio": float(ridge_dip_ratio),
             "ridge_dip_z": float(ridge_dip_z),
-            "ridge_min_length_cells": float(ridge_min_length),
+            "ridge_min_length_cells": float(ridge_min_length_cells),
         }),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
