@@ -217,8 +217,9 @@ SPANS_OUTPUTS = (
     Meta("min_dip_z", "dip rule: significance", "Thresholds",
          "a branch must also rise this many noise standard deviations above its split level"),
     Meta("ridge_elongation", "ridge rule: elongation", "Thresholds",
-         "a branch at least this many times longer than wide (variance along its long axis over variance "
-         "across), lying along that axis from its parent, is a piece of a ridge (a road, a trail)"),
+         "a branch whose cells vary at least this many times as much along its long axis as across it (a "
+         "ratio of variances: 6 is about 2.5 times longer than wide), lying along that axis from its parent, "
+         "is a piece of a ridge (a road, a trail)"),
     Meta("ridge_alignment", "ridge rule: alignment", "Thresholds",
          "... lying along: the cosine of the angle between its long axis and the way from its parent's centre "
          "to its own is at least this"),

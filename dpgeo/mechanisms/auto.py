@@ -175,7 +175,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         that meet are joined (None: never), as for
         :func:`dpgeo.mechanisms.level_select.select_clusters`.
     ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
-        The ridge rule: a branch this many times longer than wide, lying along
+        The ridge rule: a branch this elongated (a ratio of variances), lying along
         its long axis from its parent, is cut off only where the ridge dips
         deeply and significantly (None: no ridge rule), as for
         :func:`dpgeo.mechanisms.levels.density_levels`.

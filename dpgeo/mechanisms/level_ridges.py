@@ -45,7 +45,7 @@ def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: fl
     >>> np.round(branch_elongation(t, par, _by_level(t, ascending=False), along=0.87), 1).tolist()
     [81.0, 81.0, 1.0]
 
-    The two halves are 81 times longer than wide and in line with each other; the whole row (a top node)
+    The two halves' variance ratios are 81 (9 cells by 1) and they lie in line; the whole row (a top node)
     lies at its parent's centre.
     """
     nn = tree.n_nodes

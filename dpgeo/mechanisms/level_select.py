@@ -130,8 +130,9 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         one level value's noise, and the points' Poisson variation): a dip
         counts only where it is significant given the noise (``0``: no such rule).
     ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
-        A branch whose cells are at least ``ridge_elongation`` times longer
-        than wide and ``ridge_min_length_cells`` cells long, lying along its long
+        A branch whose cells' coordinates vary at least ``ridge_elongation``
+        times as much along its long axis as across it (a variance ratio)
+        and ``ridge_min_length_cells`` cells long, lying along its long
         axis from its parent (the cosine of the angle at least
         ``ridge_alignment``), is a piece of a ridge (:func:`~dpgeo.mechanisms.level_ridges.branch_elongation`);
         ``ridge_elongation=None``: no ridge rule.

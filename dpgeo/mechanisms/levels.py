@@ -125,8 +125,8 @@ MIN_DIP_RATIO = 0.25
 #: noise. One s.d. since the ridge rule below holds long bands and corridors to their own, stricter rule
 #: (two before it, which kept the sparse ends of bands whole at the cost of touching shapes).
 MIN_DIP_Z = 1.0
-#: A branch whose cells are at least this many times longer than wide (the ratio of the variances of their
-#: coordinates along and across its long axis), and which lies along that axis from its parent, is a piece of
+#: A branch whose cells' coordinates vary at least this many times as much along its long axis as across it
+#: (a ratio of variances: 6 is about 2.5 times longer than wide), and which lies along that axis from its parent, is a piece of
 #: a ridge — a road, a trail, a river bank — whose density varies along it ...
 RIDGE_ELONGATION = 6.0
 #: ... "lies along": the cosine of the angle between the long axis and the way from the parent's centre to the
