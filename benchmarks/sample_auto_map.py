@@ -9,6 +9,9 @@ Usage::
 
     python benchmarks/sample_auto_map.py                  # writes docs/img/auto_minneapolis.png
     python benchmarks/sample_auto_map.py --out /tmp/x.png --epsilon 0.5
+
+It also prints what a reader checks: pairs of clusters that touch, clusters of several parts, and the
+clusters within 250 m of Lake Street (a corridor of the city; docs/results.md §1b, "The sample").
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STOPS = ROOT / "sample_layers" / "minneapolis_police_stops_2017.gpkg"
 AREA = ROOT / "sample_layers" / "minneapolis_study_area.geojson"
+#: Lake Street from Bde Maka Ska to the river (longitude, latitude): a corridor of the city, public.
+LAKE_STREET = [(-93.3215, 44.9484), (-93.2065, 44.9484)]
 
 
 def main(argv=None):
@@ -74,6 +79,17 @@ def main(argv=None):
     fig.tight_layout()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=80)
+    # the reader's checks: clusters that touch, and the clusters along Lake Street (a corridor of the city)
+    import shapely
+
+    g = auto.layer.geometry.values
+    a, b = shapely.STRtree(g).query(g, predicate="intersects")
+    band = gpd.GeoSeries([shapely.LineString(LAKE_STREET)], crs="EPSG:4326").to_crs(crs).iloc[0].buffer(250)
+    along = auto.layer[auto.layer.intersects(band)]
+    covered = shapely.union_all(along.geometry.intersection(band).values).area / band.area if len(along) else 0.0
+    print(f"touching pairs {int((a < b).sum())}, clusters of several parts {int((auto.layer['parts'] > 1).sum())}, "
+          f"stops held {int(auto.layer['dp_count'].sum()):,}; within 250 m of Lake Street {len(along)} clusters, "
+          f"covering {covered:.0%} of that band")
     print(f"wrote {args.out}: fixed {len(fixed.layer)} spans (largest {int(fixed.layer['dp_count'].max()):,}); "
           f"auto {len(auto.layer)} clusters (largest {big:,}), {len(lv)} levels, cells {md['cell_width_m']:.1f} m")
     return 0

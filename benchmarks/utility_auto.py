@@ -50,9 +50,11 @@ Usage::
 ``selection``, ``extent``, ``min_mass_share``, ``total_share``,
 ``concentration_share``, ``large_share``, ``max_refinement``, ``large_refinement``,
 ``max_area_share``, ``sparse_share``, ``occupied_mass_share``, ``prominence_sd``,
-``dip_ratio``, ``dip_z``, ``merge_ratio``; ``VALUE`` ``None`` is Python's None):
-how its rules were compared on the generated sets (``docs/results.md``; the
-last example is the resolution rule before the occupancy step ran for every n).
+``dip_ratio``, ``dip_z``, ``merge_ratio``, ``ridge_elongation`` — ``None`` for no ridge rule —,
+``ridge_alignment``, ``ridge_dip_ratio``, ``ridge_dip_z``, ``ridge_min_length_cells``; ``VALUE``
+``None`` is Python's None): how its rules were compared on the generated sets
+(``docs/results.md``; the last example is the resolution rule before the occupancy step ran for
+every n).
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def load_sets(names=None, synthetic=False, categories=0):
 
 #: The study area of every generated category: a 10 km box, metres.
 CATEGORY_BOX = (0.0, 0.0, 10_000.0, 10_000.0)
-CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged", "groups")
+CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged", "groups", "corridors")
 
 
 def generated_categories(per_category=4, seed=20261128):
@@ -138,6 +140,10 @@ def generated_categories(per_category=4, seed=20261128):
     * ``groups``: 10-40 compact Gaussian groups of 30-150 points each (s.d. 40-200 m; centres at least
       3 (s.d. + s.d.) apart) spread over the whole box (added after the labelled sets R15 and D31 had shown
       that many small groups filling the study area got cells too coarse).
+    * ``corridors``: 1-4 roads or ridges (50-300 m wide, 2-8 km long, gently curved, parallel and 2 km or
+      more apart, 300-1,500 points a km) whose density dips by 20-50% along them over 0.5-1.5 km, once or
+      twice, or falls by that much for the rest of the way; each corridor is one cluster; 2% more points
+      spread over the box are background (label 0).
 
     The generators run in the order of :data:`CATEGORIES` from one seeded generator, so a class added at
     the end leaves the sets of the earlier ones unchanged.
@@ -292,8 +298,54 @@ def generated_categories(per_category=4, seed=20261128):
         xy = np.array(c)[lab] + rng.normal(0, 1, (lab.size, 2)) * sd[lab, None]
         return xy[:, 0], xy[:, 1], lab + 1
 
+
+    def corridors():
+        k = int(rng.integers(1, 5))
+        ang = rng.uniform(0, np.pi)
+        u, v = np.array([np.cos(ang), np.sin(ang)]), np.array([-np.sin(ang), np.cos(ang)])
+        mid = np.array([X1 / 2, Y1 / 2])
+        offsets = (np.arange(k) - (k - 1) / 2) * 2000.0 + rng.uniform(-200, 200, k)
+        xs, ys, ls = [], [], []
+        for j in range(k):
+            length, width = rng.uniform(2000, 8000), rng.uniform(50, 300)
+            amp, waves = rng.uniform(0, 300), rng.uniform(0.3, 1.5)
+            shift = rng.uniform(-1, 1)
+            while True:  # shorten until the corridor lies 300 m or more inside the box
+                s = np.linspace(-length / 2, length / 2, 50)
+                p = mid + (shift * (8000 - length) / 2 + s)[:, None] * u + (offsets[j] + amp * np.sin(
+                    2 * np.pi * waves * s / length))[:, None] * v
+                if (p.min() > 300 + 150) and (p.max() < X1 - 300 - 150):
+                    break
+                length *= 0.9
+            dips = [(rng.uniform(0.2, 0.5), rng.uniform(500, 1500), rng.uniform(0.25, 0.75) * length,
+                     int(rng.integers(0, 3))) for _ in range(int(rng.integers(1, 3)))]
+
+            def keep(t):  # the share of the corridor's full density at t metres along it
+                f = np.ones_like(t)
+                for depth, span, at, shape in dips:
+                    d = np.abs(t - at)
+                    if shape == 0:  # a flat dip
+                        f -= depth * (d < span / 2)
+                    elif shape == 1:  # a smooth dip
+                        f -= depth * 0.5 * (1 + np.cos(np.pi * np.minimum(d / (span / 2), 1.0)))
+                    else:  # the rest of the way lower
+                        f -= depth * (t > at)
+                return np.clip(f, 0.5, 1.0)  # never more than half lower
+
+            n = int(rng.uniform(300, 1500) * length / 1000)
+            t = rng.uniform(0, length, 4 * n)
+            t = t[rng.uniform(0, 1, t.size) < keep(t)][:n]
+            s = t - length / 2
+            across = rng.uniform(-width / 2, width / 2, t.size)
+            pts = mid + (shift * (8000 - length) / 2 + s)[:, None] * u + (offsets[j] + amp * np.sin(
+                2 * np.pi * waves * s / length) + across)[:, None] * v
+            xs.append(pts[:, 0]); ys.append(pts[:, 1]); ls.append(np.full(t.size, j + 1))
+        nb = int(0.02 * sum(v.size for v in xs))  # a sparse background over the box (label 0)
+        xs.append(rng.uniform(X0, X1, nb)); ys.append(rng.uniform(Y0, Y1, nb)); ls.append(np.zeros(nb, int))
+        return np.concatenate(xs), np.concatenate(ys), np.concatenate(ls)
+
     makers = {"small": small, "trails": trails, "gradient": gradient, "city": city, "touching": touching,
-              "bridged": bridged, "groups": groups}
+              "bridged": bridged, "groups": groups, "corridors": corridors}
     out = {}
     for cat in CATEGORIES:
         for i in range(per_category):
@@ -609,7 +661,7 @@ def report(out):
 
 def _setting(text):
     name, _, value = text.partition("=")
-    if value == "None":
+    if value.lower() == "none":  # e.g. ridge_elongation=none: no ridge rule
         return name, None
     try:
         return name, (int(value) if value.isdigit() else float(value))

@@ -232,20 +232,43 @@ def test_a_ridge_without_a_dip_stays_one_cluster():
     assert n == [1, 1, 1], n  # seeded
 
 
-def test_the_dip_rule_decides_whether_a_dipping_ridge_splits():
-    """A corridor whose density falls by 30% in its middle (1,000 points a km, 30 m across: the dip is
-    significant given the noise): two clusters at the defaults (a branch counts once its peak is 1.25 times
-    the level where it joins its sibling and two s.d. of that level's noise and Poisson variation above it;
-    chosen on the generated sets, where a stricter rule merged touching shapes of different density), one
-    with the previous rule (a prominence of 3 noise s.d., a peak twice that level, no significance term),
-    on each of three seeds."""
+def test_a_ridge_whose_density_dips_stays_one_cluster():
+    """A corridor whose density falls by 30% in its sixth kilometre (1,000 points a km, 30 m across): one
+    cluster on each of three seeds. Its halves are branches of the tree much longer than wide, lying end to
+    end, so the ridge rule asks their peaks, less two s.d. of their noise and Poisson variation, to be
+    twice the level where they meet, plus two of its; without the ridge rule (every branch held to the dip
+    rule: a peak 1.25 times the split level and one s.d. of its noise and Poisson variation above it) the
+    dip, significant given the noise, splits the corridor in two on each seed."""
     f, ids, counts = _corridor(700)
     n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
          for s in (1, 2, 3)]
-    assert n == [2, 2, 2], n  # seeded
-    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s), prominence_sd=3.0,
-                          dip_ratio=1.0, dip_z=0.0).clusters.n_clusters for s in (1, 2, 3)]
     assert n == [1, 1, 1], n  # seeded
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s),
+                          ridge_elongation=None).clusters.n_clusters for s in (1, 2, 3)]
+    assert n == [2, 2, 2], n  # seeded
+
+
+def test_a_ridge_cut_by_a_deep_dip_is_two_clusters():
+    """The same corridor with 150 points in its sixth kilometre (an 85% dip, far beyond the noise): two
+    clusters on each of three seeds — the ridge rule keeps a ridge whole only where it does not fall to half."""
+    f, ids, counts = _corridor(150)
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
+         for s in (1, 2, 3)]
+    assert n == [2, 2, 2], n  # seeded
+
+
+def test_two_blobs_with_a_valley_stay_two():
+    """Two round blobs of 2,000 points (s.d. 150 m) 700 m apart: their densities overlap, with a valley
+    between them well below both peaks (significant given the noise); they are round, so the ridge rule
+    does not apply, and they are two clusters on each of three seeds."""
+    rng = np.random.default_rng(4)
+    x = np.r_[rng.normal(4650, 150, 2000), rng.normal(5350, 150, 2000)]
+    y = 5000 + rng.normal(0, 150, x.size)
+    f = fine_grid(_area(10_000.0, 10_000.0))
+    ids, counts = np.unique(f.assign(x, y).cell_id, return_counts=True)
+    n = [auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=s)).clusters.n_clusters
+         for s in (1, 2, 3)]
+    assert n == [2, 2, 2], n  # seeded
 
 
 def test_no_two_clusters_are_neighbours():

@@ -99,6 +99,41 @@ def test_select_two_bumps_and_their_extents():
     assert select_clusters(t, min_mass=60, min_prominence=5, extent="core").n_clusters == 0  # nothing big enough
 
 
+RIDGE = {"ridge_elongation": 6.0, "ridge_alignment": 0.87, "ridge_min_length_cells": 6.0, "ridge_dip_ratio": 1.0,
+         "ridge_dip_z": 2.0}
+
+
+def _row_ridge(dip):
+    """A ridge one cell high and 30 long: 100 on each side, ``dip`` in its middle two cells."""
+    g = _grid(30, 1)
+    v = np.r_[np.full(14, 100) + np.arange(14) % 3, [dip, dip], np.full(14, 100) + np.arange(14) % 2]
+    return build_level_tree(g, np.arange(30), v, np.full(30, 10))
+
+
+def test_the_ridge_rule_keeps_a_ridge_whole_unless_it_falls_to_half():
+    """The halves of a row of cells are 14 cells long and one wide, end to end: a dip to 60 is one cluster
+    under the ridge rule (100 less two s.d. is not twice 60 plus two s.d.) and two without it (the dip rule
+    for every branch: 40 above the split, more than a quarter of it and two of its s.d.); a dip to 20 is two
+    either way."""
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
+    assert select_clusters(_row_ridge(60), **kw, **RIDGE).n_clusters == 1
+    assert select_clusters(_row_ridge(60), **kw).n_clusters == 2
+    assert select_clusters(_row_ridge(20), **kw, **RIDGE).n_clusters == 2
+
+
+def test_two_parallel_ridges_are_not_one_ridge():
+    """Two rows of 20 cells two rows apart, joined by one cell of 30: each row is long and thin but lies
+    beside the other, not along it, so the dip rule for every branch decides and they are two clusters;
+    without the alignment test they would be read as one ridge and joined."""
+    g = _grid(20, 3)
+    ids = np.r_[np.arange(20), [30], 40 + np.arange(20)]  # rows y = 0 and y = 2, and the cell (10, 1)
+    v = np.r_[np.full(20, 100), [30], np.full(20, 100) + np.arange(20) % 2]
+    t = build_level_tree(g, ids, v, np.full(ids.size, 10))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
+    assert select_clusters(t, **kw, **RIDGE).n_clusters == 2
+    assert select_clusters(t, **kw, **{**RIDGE, "ridge_alignment": None}).n_clusters == 1
+
+
 def test_leaf_selection_takes_the_deepest_clusters():
     g = _grid(9, 1)
     # a big bump holding two sub-peaks, and a lone bump

@@ -224,6 +224,21 @@ SPANS_OUTPUTS = (
          "(0.25: a peak 1.25 times that level)"),
     Meta("min_dip_z", "dip rule: significance", "Thresholds",
          "a branch must also rise this many noise standard deviations above its split level"),
+    Meta("ridge_elongation", "ridge rule: elongation", "Thresholds",
+         "a branch whose cells vary at least this many times as much along its long axis as across it (a "
+         "ratio of variances: 6 is about 2.5 times longer than wide), lying along that axis from its parent, "
+         "is a piece of a ridge (a road, a trail)"),
+    Meta("ridge_alignment", "ridge rule: alignment", "Thresholds",
+         "... lying along: the cosine of the angle between its long axis and the way from its parent's centre "
+         "to its own is at least this"),
+    Meta("ridge_dip_ratio", "ridge rule: share", "Thresholds",
+         "a piece of a ridge counts only if its peak, less its noise, rises this share above the level where "
+         "it joins its sibling, plus that level's noise (1: the ridge's density falls to half)"),
+    Meta("ridge_min_length_cells", "ridge rule: shortest ridge", "Thresholds",
+         "a branch shorter than this (its long axis, in cells) is no ridge, whatever its shape"),
+    Meta("ridge_dip_z", "ridge rule: significance", "Thresholds",
+         "the standard deviations of the peak and of the split level (noise and Poisson variation) taken off "
+         "and added by the ridge rule"),
     Meta("parts_rule", "parts", "Result", "why a cluster can be several polygons, and the gap between clusters"),
     Meta("too_small", "too small", "Result", "why the map has no cluster", note=True, panel=True),
     Meta("levels_layer", "levels layer", "Result", "whether the release carries the tree of levels",

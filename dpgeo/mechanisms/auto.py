@@ -47,6 +47,11 @@ from .levels import (
     GROW_STEPS,
     MIN_DIP_RATIO,
     MIN_DIP_Z,
+    RIDGE_ALIGNMENT,
+    RIDGE_DIP_RATIO,
+    RIDGE_DIP_Z,
+    RIDGE_ELONGATION,
+    RIDGE_MIN_LENGTH_CELLS,
     MIN_MASS_SHARE,
     MIN_PROMINENCE_SD,
     LevelClusters,
@@ -141,7 +146,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      large_refinement: float = LARGE_MAX_REFINEMENT, max_area_share: float = MAX_OCCUPIED_AREA_SHARE,
                      sparse_share: float | None = SPARSE_MASS_SHARE,
                      prominence_sd: float = MIN_PROMINENCE_SD, dip_ratio: float = MIN_DIP_RATIO,
-                     merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z) -> AutoSpans:
+                     merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
+                     ridge_elongation: float | None = RIDGE_ELONGATION, ridge_alignment: float | None = RIDGE_ALIGNMENT,
+                     ridge_dip_ratio: float = RIDGE_DIP_RATIO, ridge_dip_z: float = RIDGE_DIP_Z,
+                     ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -182,6 +190,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         noise and Poisson variation), and when chosen clusters
         that meet are joined (None: never), as for
         :func:`dpgeo.mechanisms.level_select.select_clusters`.
+    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
+        The ridge rule: a branch this elongated (a ratio of variances), lying along
+        its long axis from its parent, is cut off only where the ridge dips
+        deeply and significantly (None: no ridge rule), as for
+        :func:`dpgeo.mechanisms.levels.density_levels`.
 
     Returns
     -------
@@ -239,7 +252,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
                                         min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
-                                        merge_ratio=merge_ratio, dip_z=dip_z)
+                                        merge_ratio=merge_ratio, dip_z=dip_z,
+                                        ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
+                                        ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
+                                        ridge_min_length_cells=ridge_min_length_cells)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

@@ -16,6 +16,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
+from .level_ridges import branch_elongation, dip_significant
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
@@ -91,7 +92,9 @@ def _by_level(tree: LevelTree, ascending: bool):
 def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, extent: str = "grown",
                     selection: str = "eom", offsets=BOX_OFFSETS, base_level: float | None = None,
                     grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
-                    merge_ratio: float | None = None) -> LevelClusters:
+                    merge_ratio: float | None = None, ridge_elongation: float | None = None,
+                    ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
+                    ridge_min_length_cells: float = 0.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -126,6 +129,17 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
         one level value's noise, and the points' Poisson variation): a dip
         counts only where it is significant given the noise (``0``: no such rule).
+    ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
+        A branch whose cells' coordinates vary at least ``ridge_elongation``
+        times as much along its long axis as across it (a variance ratio)
+        and ``ridge_min_length_cells`` cells long, lying along its long
+        axis from its parent (the cosine of the angle at least
+        ``ridge_alignment``), is a piece of a ridge (:func:`~dpgeo.mechanisms.level_ridges.branch_elongation`);
+        ``ridge_elongation=None``: no ridge rule.
+    ridge_dip_ratio, ridge_dip_z : float
+        ... and counts only if the ridge dips deeply and significantly where
+        it joins its sibling (:func:`~dpgeo.mechanisms.level_ridges.dip_significant`): a road or a trail whose
+        density varies along it stays one cluster.
     merge_ratio : float or None
         Two chosen clusters whose grown cells meet are one cluster when the
         density where they meet is at least this share of the lower of their
@@ -194,6 +208,13 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
                 & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
                 & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))))
+    if ridge_elongation is not None and np.isfinite(ridge_elongation):
+        # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
+        # density falls deeply and significantly
+        ridge = branch_elongation(tree, parent, down, ridge_alignment,
+                                  ridge_min_length_cells) >= ridge_elongation
+        sig[:nn] &= ~ridge | dip_significant(peak[:nn], split, dip_ratio=ridge_dip_ratio, dip_z=ridge_dip_z,
+                                             noise_sd=noise_sd)
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)

@@ -27,8 +27,11 @@ parameters only; no budget is spent here. The steps:
    noisy counts, derived from the noise of one neighbourhood sum), and at
    least ``dip_ratio`` times that level (a ridge whose density dips by less
    stays whole) and ``dip_z`` standard deviations of that level's noise and
-   Poisson variation (a dip counts only where it is significant); smaller
-   branches are points "falling out" of their parent, as in HDBSCAN's
+   Poisson variation (a dip counts only where it is significant). A branch
+   much longer than wide that lies along its long axis from its parent is a
+   piece of a ridge (a road, a trail): it counts only where the ridge's
+   density falls to half, beyond the noise of both ends (the ridge rule).
+   Smaller branches are points "falling out" of their parent, as in HDBSCAN's
    condensed tree. Among the clusters, those of greatest *excess of mass*
    (HDBSCAN's stability: every point contributes the range of levels over
    which it stays in the cluster) are chosen, never two nested ones, and never
@@ -43,7 +46,8 @@ parameters only; no budget is spent here. The steps:
 
 Everything is a function of the released counts, the grid and the public
 parameters, so the output has the histogram's ε. Steps 3–5 live in
-:mod:`~dpgeo.mechanisms.level_tree` and :mod:`~dpgeo.mechanisms.level_select`;
+:mod:`~dpgeo.mechanisms.level_tree`, :mod:`~dpgeo.mechanisms.level_select` and
+:mod:`~dpgeo.mechanisms.level_ridges` (the dip and ridge rules);
 their names are exported here too.
 """
 
@@ -86,6 +90,11 @@ __all__ = [
     "MIN_DIP_RATIO",
     "MIN_DIP_Z",
     "MIN_PROMINENCE_SD",
+    "RIDGE_ALIGNMENT",
+    "RIDGE_DIP_RATIO",
+    "RIDGE_DIP_Z",
+    "RIDGE_ELONGATION",
+    "RIDGE_MIN_LENGTH_CELLS",
     "SELECTIONS",
     "LevelClusters",
     "LevelTree",
@@ -113,8 +122,25 @@ MIN_PROMINENCE_SD = 1.0
 MIN_DIP_RATIO = 0.25
 #: ... and by at least this many standard deviations of the split level ``t`` itself — its noise and the
 #: points' Poisson variation, ``√(σ₉² + t)`` — so that a dip counts only where it is significant given the
-#: noise: a sparse band whose density falls along it stays whole, a seam between dense shapes splits.
-MIN_DIP_Z = 2.0
+#: noise. One s.d. since the ridge rule below holds long bands and corridors to their own, stricter rule
+#: (two before it, which kept the sparse ends of bands whole at the cost of touching shapes).
+MIN_DIP_Z = 1.0
+#: A branch whose cells' coordinates vary at least this many times as much along its long axis as across it
+#: (a ratio of variances: 6 is about 2.5 times longer than wide), and which lies along that axis from its parent, is a piece of
+#: a ridge — a road, a trail, a river bank — whose density varies along it ...
+RIDGE_ELONGATION = 6.0
+#: ... "lies along": the cosine of the angle between the long axis and the way from the parent's centre to the
+#: branch's is at least this (30 degrees; two parallel ridges side by side are not one ridge) ...
+RIDGE_ALIGNMENT = 0.87
+#: ... and is at least this many cells long (twice the density's 3×3 kernel: a branch of a few cells is no
+#: ridge, whatever its shape) ...
+RIDGE_MIN_LENGTH_CELLS = 6.0
+#: ... and counts only where the ridge dips deeply and significantly: its peak, less ``RIDGE_DIP_Z`` s.d. of
+#: it (noise and Poisson variation), at least ``1 + RIDGE_DIP_RATIO`` times the split level plus as many s.d.
+#: of it — the density along the ridge falls to at most half of the lower peak, beyond the noise. All five
+#: chosen on the generated sets, with a class of corridors (docs/results.md §1b, third comparison).
+RIDGE_DIP_RATIO = 1.0
+RIDGE_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
@@ -287,7 +313,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
                    grow_steps: int | None = GROW_STEPS,
                    max_thresholds: int = MAX_THRESHOLDS, dip_ratio: float = MIN_DIP_RATIO,
-                   merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z):
+                   merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
+                   ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
+                   ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
+                   ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -311,6 +340,11 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         The map's scale (:func:`scale_mass`): the smallest cluster holds
         ``√n̂`` points, or this share of ``n̂``.
     max_thresholds : int
+    dip_ratio, dip_z, merge_ratio
+        The dip rule and the joining of touching clusters
+        (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
+    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
+        The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
 
     Returns
     -------
@@ -351,7 +385,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
-                               dip_z=dip_z, noise_sd=sd)
+                               dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
+                               ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
+                               ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -366,6 +402,13 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_prominence": float(min_prominence),
         "min_dip_ratio": float(dip_ratio),
         "min_dip_z": float(dip_z),
+        **({} if ridge_elongation is None else {
+            "ridge_elongation": float(ridge_elongation),
+            "ridge_alignment": None if ridge_alignment is None else float(ridge_alignment),
+            "ridge_dip_ratio": float(ridge_dip_ratio),
+            "ridge_dip_z": float(ridge_dip_z),
+            "ridge_min_length_cells": float(ridge_min_length_cells),
+        }),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
         "extent": extent if extent == "core" else

@@ -1,0 +1,103 @@
+"""Which branches of the tree of density levels are significant: the dip rule and the ridge rule.
+
+Part of :mod:`dpgeo.mechanisms.levels` (post-processing of one released
+histogram; no budget), used by :func:`dpgeo.mechanisms.level_select.select_clusters`.
+A branch of a split counts only if it rises above the level where it joins its
+sibling by a dip that is deep and significant given the noise
+(:func:`dip_significant`). A branch much longer than wide that lies along its
+long axis from its parent (:func:`branch_elongation`) is a piece of a ridge — a
+road, a trail, a river bank — whose density varies along it; it is held to a
+stricter dip, so that a ridge is cut only where its density falls to half.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .level_tree import LevelTree
+
+__all__ = ["branch_elongation", "dip_significant"]
+
+
+def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
+                      min_length: float = 0.0) -> np.ndarray:
+    """For each node of the tree, how much longer than wide its cells are: the ratio of the largest to the
+    smallest variance of their centres' coordinates (in cells, each cell counting its own extent, 1/12).
+
+    ``parent`` maps each node to its parent (the root's index for a top node: every cell of the tree)
+    and ``down`` groups the nodes by level from the highest (``level_select._by_level``). Sums of the
+    coordinates and their products are added up the tree as the masses are: O(nodes + cells). With
+    ``min_length``, a node whose long axis (as a uniform bar's length, ``√(12 λ₁)``) is shorter than
+    that many cells counts 1; with ``along``, so does a node whose long axis is more than
+    ``arccos(along)`` away from the way from its parent's centre to its own (a branch beside its
+    sibling, not in line with it).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> from dpgeo.mechanisms.level_select import _by_level
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 200, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> v = np.r_[np.full(9, 50), 20, 20, np.full(9, 60)]   # a row of 20 cells dipping in its middle
+    >>> t = build_level_tree(g, np.arange(20), v, np.ones(20, int))
+    >>> par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+    >>> np.round(branch_elongation(t, par, _by_level(t, ascending=False), along=0.87), 1).tolist()
+    [81.0, 81.0, 1.0]
+
+    The two halves' variance ratios are 81 (9 cells by 1) and they lie in line; the whole row (a top node)
+    lies at its parent's centre.
+    """
+    nn = tree.n_nodes
+    nx = tree.grid.nx
+    gx = (tree.cell_id % nx).astype(float)
+    gy = (tree.cell_id // nx).astype(float)
+    gx -= gx.mean() if gx.size else 0.0
+    gy -= gy.mean() if gy.size else 0.0
+    m = np.stack([np.bincount(tree.cell_node, weights=w, minlength=nn + 1)
+                  for w in (np.ones_like(gx), gx, gy, gx * gx, gy * gy, gx * gy)], axis=1)
+    for grp in down:  # children before parents
+        np.add.at(m, parent[grp], m[grp])
+    m = m.T
+    n = np.maximum(m[0, :nn], 1.0)
+    mx, my = m[1, :nn] / n, m[2, :nn] / n
+    vxx = m[3, :nn] / n - mx * mx + 1.0 / 12
+    vyy = m[4, :nn] / n - my * my + 1.0 / 12
+    vxy = m[5, :nn] / n - mx * my
+    half, root = (vxx + vyy) / 2, np.sqrt(((vxx - vyy) / 2) ** 2 + vxy ** 2)
+    elong = (half + root) / np.maximum(half - root, 1.0 / 12)
+    if min_length:  # shorter than this (its long axis, as a uniform bar's length, in cells): not a ridge
+        elong = np.where(12 * (half + root) >= min_length ** 2, elong, 1.0)
+    if along is None:
+        return elong
+    # the direction from the parent's centre to the branch's, against the branch's long axis
+    theta = 0.5 * np.arctan2(2 * vxy, vxx - vyy)
+    pn = np.maximum(m[0, parent[:nn]], 1.0)
+    dx, dy = mx - m[1, parent[:nn]] / pn, my - m[2, parent[:nn]] / pn
+    dist = np.hypot(dx, dy)
+    cos = np.abs(dx * np.cos(theta) + dy * np.sin(theta)) / np.maximum(dist, 1e-12)
+    return np.where((cos >= along) & (dist > 0), elong, 1.0)
+
+
+def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float) -> np.ndarray:
+    """Whether a branch rises above the level where it joins its sibling by a dip that is deep and real.
+
+    The branch's ``peak`` less ``dip_z`` standard deviations of it must be at
+    least ``1 + dip_ratio`` times the ``split`` level plus ``dip_z`` standard
+    deviations of it; a level's standard deviation is ``√(noise_sd² + level)``
+    (the noise of one 3×3 sum, ``noise_sd``, and the points' Poisson
+    variation). Both ends are read conservatively: the peak is the highest of
+    many noisy sums and the split level the lowest on the best path between
+    the branches, so noise alone makes a gentle slope look like a dip; a
+    ridge whose density dips by less than ``dip_ratio`` of its level (a road,
+    a trail) stays one cluster. ``dip_ratio = dip_z = 0``: every branch.
+
+    Examples
+    --------
+    >>> dip_significant(np.array([500.0, 500.0]), np.array([350.0, 200.0]), dip_ratio=0.5, dip_z=2, noise_sd=4.3)
+    array([False,  True])
+    """
+    peak, split = np.asarray(peak, dtype=float), np.asarray(split, dtype=float)
+    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + np.maximum(peak, 0.0))
+    hi = split + dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
+    return lo - hi >= dip_ratio * np.maximum(hi, 0.0)
