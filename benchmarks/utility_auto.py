@@ -119,7 +119,7 @@ def load_sets(names=None, synthetic=False, categories=0):
 
 #: The study area of every generated category: a 10 km box, metres.
 CATEGORY_BOX = (0.0, 0.0, 10_000.0, 10_000.0)
-CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged", "groups", "corridors")
+CATEGORIES = ("small", "trails", "gradient", "city", "touching", "bridged", "groups", "corridors", "clumps")
 
 
 def generated_categories(per_category=4, seed=20261128):
@@ -144,6 +144,9 @@ def generated_categories(per_category=4, seed=20261128):
       more apart, 300-1,500 points a km) whose density dips by 20-50% along them over 0.5-1.5 km, once or
       twice, or falls by that much for the rest of the way; each corridor is one cluster; 2% more points
       spread over the box are background (label 0).
+    * ``clumps``: 8-20 compact Gaussian groups of 25-60 points each (s.d. 100-300 m; centres at least
+      2.5 (s.d. + s.d.) apart) spread over the whole box: few points, many small groups (added after the
+      labelled set R15, 600 points in 15 groups of 40, had been seen to fail at ε = 1).
 
     The generators run in the order of :data:`CATEGORIES` from one seeded generator, so a class added at
     the end leaves the sets of the earlier ones unchanged.
@@ -298,7 +301,6 @@ def generated_categories(per_category=4, seed=20261128):
         xy = np.array(c)[lab] + rng.normal(0, 1, (lab.size, 2)) * sd[lab, None]
         return xy[:, 0], xy[:, 1], lab + 1
 
-
     def corridors():
         k = int(rng.integers(1, 5))
         ang = rng.uniform(0, np.pi)
@@ -344,8 +346,22 @@ def generated_categories(per_category=4, seed=20261128):
         xs.append(rng.uniform(X0, X1, nb)); ys.append(rng.uniform(Y0, Y1, nb)); ls.append(np.zeros(nb, int))
         return np.concatenate(xs), np.concatenate(ys), np.concatenate(ls)
 
+    def clumps():
+        k = int(rng.integers(8, 21))
+        sd = rng.uniform(100, 300, k)
+        c = []
+        while len(c) < k:
+            p = rng.uniform(500, X1 - 500, 2)
+            j = len(c)
+            if all(np.hypot(*(p - d)) > 2.5 * (sd[j] + sd[i]) for i, d in enumerate(c)):
+                c.append(p)
+        sizes = rng.integers(25, 61, k)
+        lab = np.repeat(np.arange(k), sizes)
+        xy = np.array(c)[lab] + rng.normal(0, 1, (lab.size, 2)) * sd[lab, None]
+        return xy[:, 0], xy[:, 1], lab + 1
+
     makers = {"small": small, "trails": trails, "gradient": gradient, "city": city, "touching": touching,
-              "bridged": bridged, "groups": groups, "corridors": corridors}
+              "bridged": bridged, "groups": groups, "corridors": corridors, "clumps": clumps}
     out = {}
     for cat in CATEGORIES:
         for i in range(per_category):

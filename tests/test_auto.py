@@ -209,7 +209,48 @@ def test_many_small_groups_get_cells_fine_enough_to_show_them():
     new = [ari(s) for s in (1, 2, 3)]
     assert np.mean([a for a, _ in new]) >= 0.8, [a for a, _ in new]
     assert all(r.settings["cell_width_m"] * 1.5 < r.settings["uniform_cell_width_m"] for _, r in new)
-    old = [ari(s, large_share=0.0, max_refinement=4, max_area_share=0.1, sparse_share=None)[0] for s in (1, 2, 3)]
+    old = [ari(s, large_share=0.0, max_refinement=4, max_area_share=0.1, sparse_share=None,
+               fallback_refinement=1)[0] for s in (1, 2, 3)]
+    assert np.mean(old) < 0.5, old
+
+
+def test_small_groups_the_occupancy_histogram_cannot_see_get_somewhat_finer_cells():
+    """Twelve groups of 35 points (s.d. 150 m, centres more than 1.2 km apart) over a 10 km study area, ε = 1
+    (420 points, few cells): on two of three seeds no block size's occupied blocks hold 80% of the noisy
+    total; the cells are then √2 times finer than the uniform rule's, and the map separates most groups
+    (mean ARI over the three seeds at least 0.7; seeded). With the uniform width there (the rule before,
+    ``fallback_refinement=1``) the groups merge into a few clusters (mean ARI below 0.5)."""
+    from dpgeo.evaluation import adjusted_rand_index
+    from dpgeo.mechanisms.concentration import FALLBACK_REFINEMENT
+
+    rng = np.random.default_rng(3)
+    c = []
+    while len(c) < 12:
+        p = rng.uniform(700, 9300, 2)
+        if all(np.hypot(*(p - d)) > 1200 for d in c):
+            c.append(p)
+    lab = np.repeat(np.arange(12), 35)
+    xy = np.array(c)[lab] + rng.normal(0, 150, (lab.size, 2))
+    f = fine_grid(_area(10_000.0, 10_000.0))
+    ids, counts = np.unique(f.assign(xy[:, 0], xy[:, 1]).cell_id, return_counts=True)
+
+    def ari(seed, **kw):
+        r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=seed), **kw)
+        coarse = r.grid.assign(xy[:, 0], xy[:, 1]).cell_id
+        got = np.zeros(lab.size, dtype=np.int64)
+        i = np.searchsorted(r.clusters.cell_id, coarse)
+        ok = (i < r.clusters.cell_id.size) & (r.clusters.cell_id[np.minimum(i, r.clusters.cell_id.size - 1)] == coarse)
+        got[ok] = r.clusters.label[i[ok]]
+        return adjusted_rand_index(lab + 1, got), r
+
+    new = [ari(s) for s in (1, 2, 3)]
+    unseen = [r for _, r in new if r.settings["occupancy_block"] is None]
+    assert len(unseen) == 2
+    for r in unseen:
+        assert r.settings["fallback_refinement"] == FALLBACK_REFINEMENT
+        assert r.settings["cell_width_m"] == pytest.approx(r.settings["uniform_cell_width_m"] / math.sqrt(2), rel=0.02)
+    assert np.mean([a for a, _ in new]) >= 0.7, [a for a, _ in new]
+    old = [ari(s, fallback_refinement=1)[0] for s in (1, 2, 3)]
     assert np.mean(old) < 0.5, old
 
 

@@ -197,6 +197,10 @@ SPANS_OUTPUTS = (
          "1,024 cells, 10% otherwise", render="share"),
     Meta("max_refinement", "cells at most this many times finer", "Auto: its choices",
          "how many times finer than the uniform rule's the cells may be where the points are compact"),
+    Meta("fallback_refinement", "cells this many times finer where no part stands out", "Auto: its choices",
+         "with few cells, where the occupancy histogram cannot tell where the points are (no block size's "
+         "occupied blocks hold 80% of the noisy total), the cells are this many times finer than the uniform "
+         "rule's (the uniform rule at half its points per noise s.d.)"),
     Meta("sparse_mass_share", "share of points whose sparsest blocks set the width", "Auto: its choices",
          "the cell width follows the density of the sparsest occupied blocks holding this share of their points",
          render="share"),

@@ -22,6 +22,7 @@ from ..grid import Grid
 from ..mechanisms.auto import auto_plan, auto_spans_cells, gamma_all_levels
 from ..mechanisms.concentration import (
     CONCENTRATION_SHARE,
+    FALLBACK_REFINEMENT,
     LARGE_CONCENTRATION_SHARE,
     OCCUPANCY_FDR,
     OCCUPANCY_MAX_CELLS,
@@ -230,7 +231,9 @@ def auto_preview(area, p, c) -> dict:
     For each number of points in ``p["n_points"]`` (default ``10**3 ... 10**7``;
     the run uses its noisy total): the ``cell_width_m`` and ``n_cells`` (the
     cells of the grid it would release where the points spread over the study
-    area, as the run counts them), the
+    area, as the run counts them: with few cells, where the occupancy
+    histogram finds no part that stands out, a little finer than the uniform
+    rule's), the
     ``smallest_cluster_points`` (the fewest points a cluster can hold and still
     be shown, concentrated in one cell), ``smallest_group_points`` (the fewest
     points of a compact group in an otherwise empty study area that the map
@@ -274,6 +277,10 @@ def auto_preview(area, p, c) -> dict:
         q_c = discrete_laplace_q(eps_c, c.sensitivity) if share > 0 else None
         sd = sum_noise_sd(q)
         k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
+        if share > 0 and few:  # spread points: the occupancy histogram finds no part, the cells a little finer
+            k = int(min(k, max(coarsening_factor(area, w0, float("inf"), max_cells=_cap(p)),
+                               round(k / FALLBACK_REFINEMENT))))
+            width = k * w0
         if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
             cells_of[k] = coarse_grid(area, w0, k).n_cells
         m = cells_of[k]

@@ -31,6 +31,7 @@ from ..noise import (
 )
 from .concentration import (
     CONCENTRATION_SHARE,
+    FALLBACK_REFINEMENT,
     LARGE_CONCENTRATION_SHARE,
     LARGE_MAX_REFINEMENT,
     MAX_OCCUPIED_AREA_SHARE,
@@ -149,7 +150,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
                      ridge_elongation: float | None = RIDGE_ELONGATION, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                      ridge_dip_ratio: float = RIDGE_DIP_RATIO, ridge_dip_z: float = RIDGE_DIP_Z,
-                     ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS) -> AutoSpans:
+                     ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
+                     fallback_refinement: float = FALLBACK_REFINEMENT) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -179,6 +181,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         how many times finer than the uniform rule's the cells may be, when
         the uniform rule's grid has few cells and when it has more (a share of
         0: no occupancy step).
+    fallback_refinement
+        How many times finer than the uniform rule's the cells are, with few
+        cells, where no block size's occupied blocks hold enough of ``n̂``
+        (1: the uniform width, the rule before;
+        :data:`~dpgeo.mechanisms.concentration.FALLBACK_REFINEMENT`).
     occupied_mass_share, max_area_share, sparse_share
         The share of ``n̂`` the occupied blocks must hold, the largest share of
         the study area they may cover, and the share of the occupied points
@@ -242,6 +249,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         width, occ_info = occupied_width(hist_c, n_hat, final_sd=sd1, rho=rho, mass_share=occupied_mass_share,
                                          max_area_share=max_area_share, max_refinement=refinement,
                                          sparse_share=sparse_share)
+        if width is None and few:  # the histogram cannot tell where the points are: somewhat finer cells
+            width = factor * fine.cell_m / fallback_refinement
+            occ_info["fallback_refinement"] = fallback_refinement
         if width is not None:
             factor = int(min(factor, max(k_min, round(width / fine.cell_m))))
     grid = coarse_grid(fine.area, fine.cell_m, factor)

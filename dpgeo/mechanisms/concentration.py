@@ -30,13 +30,19 @@ are, for every ``n̂``:
    that fill the study area, or whose sparser parts are as thin as the mean
    (a gradient, the suburbs of a city), keep ``w_u``; compact groups get
    finer cells. Where no ``b`` qualifies (the points are spread thinly, no
-   block stands out of the noise) the width stays ``w_u``.
+   block stands out of the noise, or many small groups each too small to
+   stand out) the width stays ``w_u`` with many cells, and is ``w_u`` /
+   :data:`FALLBACK_REFINEMENT` with few: with few points for the budget the
+   uniform rule's cells are wide, and small groups that fill the study area
+   (the case the histogram cannot see) were merged by them (the generated
+   ``clumps`` and ``groups`` classes of ``benchmarks/utility_auto.py``).
 
 (Before, the step ran only with at most :data:`OCCUPANCY_MAX_CELLS` cells, used
 the mean density of the occupied blocks, cells at most 4 times finer, and only
 when the occupied blocks covered at most a tenth of the study area:
 ``sparse_share=None, max_refinement=4, max_area_share=0.1`` and a large share of
-0 give it back.)
+0 give it back; the fallback of :data:`FALLBACK_REFINEMENT` came later, 1 gives
+the uniform width back.)
 
 **Privacy.** The occupancy histogram is ε_c-DP (the geometric mechanism on a
 histogram of a public grid: one record moves at most ``Δ`` points, the L1
@@ -57,6 +63,7 @@ from ..noise import split_epsilon
 __all__ = [
     "BLOCKS",
     "CONCENTRATION_SHARE",
+    "FALLBACK_REFINEMENT",
     "LARGE_CONCENTRATION_SHARE",
     "LARGE_MAX_REFINEMENT",
     "MAX_OCCUPIED_AREA_SHARE",
@@ -94,6 +101,10 @@ LARGE_MAX_REFINEMENT = 1.5
 #: The occupied blocks may cover at most this share of the study area for the cells to follow them (1: no
 #: limit; the sparse parts' density replaced the limit of 0.1 of the rule before).
 MAX_OCCUPIED_AREA_SHARE = 1.0
+#: With few cells, where no block size's occupied blocks hold :data:`OCCUPIED_MASS_SHARE` of ``n̂`` (the
+#: histogram cannot tell where the points are), the cells are this many times finer than the uniform rule's:
+#: the uniform rule at ``ρ/2`` (1: the uniform width, the rule before).
+FALLBACK_REFINEMENT = math.sqrt(2)
 
 
 def occupancy_setting(few_cells: bool, small_share: float = CONCENTRATION_SHARE,
