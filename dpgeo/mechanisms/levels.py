@@ -141,6 +141,10 @@ RIDGE_MIN_LENGTH_CELLS = 6.0
 #: chosen on the generated sets, with a class of corridors (docs/results.md §1b, third comparison).
 RIDGE_DIP_RATIO = 1.0
 RIDGE_DIP_Z = 2.0
+#: ... unless it is a row of round blobs: it splits into branches significant by the dip rule whose
+#: elongation is below this (or rows of such blobs), which holds it to the dip rule of round branches
+#: (None: every long thin branch is a ridge).
+RIDGE_BLOB_ELONGATION = None
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
@@ -316,7 +320,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
-                   ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS):
+                   ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
+                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -343,7 +348,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     dip_ratio, dip_z, merge_ratio
         The dip rule and the joining of touching clusters
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
-    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
+    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
 
     Returns
@@ -387,7 +392,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
                                dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
-                               ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells)
+                               ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
+                               ridge_blob_elongation=ridge_blob_elongation)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -408,6 +414,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
             "ridge_dip_ratio": float(ridge_dip_ratio),
             "ridge_dip_z": float(ridge_dip_z),
             "ridge_min_length_cells": float(ridge_min_length_cells),
+            "ridge_blob_elongation": None if ridge_blob_elongation is None else float(ridge_blob_elongation),
         }),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
