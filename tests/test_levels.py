@@ -99,8 +99,12 @@ def test_select_two_bumps_and_their_extents():
     assert select_clusters(t, min_mass=60, min_prominence=5, extent="core").n_clusters == 0  # nothing big enough
 
 
-RIDGE = {"ridge_elongation": 6.0, "ridge_alignment": 0.87, "ridge_min_length_cells": 6.0, "ridge_dip_ratio": 1.0,
-         "ridge_dip_z": 2.0}
+RIDGE = {"ridge_elongation": 4.0, "ridge_alignment": 0.87, "ridge_min_length_cells": 0.0, "ridge_dip_ratio": 1.0,
+         "ridge_dip_z": 1.5, "ridge_blob_elongation": 4.0}
+
+
+def test_the_ridge_constants_are_the_defaults():
+    assert RIDGE == {k: getattr(levels, k.upper()) for k in RIDGE}
 
 
 def _row_ridge(dip):
@@ -112,7 +116,7 @@ def _row_ridge(dip):
 
 def test_the_ridge_rule_keeps_a_ridge_whole_unless_it_falls_to_half():
     """The halves of a row of cells are 14 cells long and one wide, end to end: a dip to 60 is one cluster
-    under the ridge rule (100 less two s.d. is not twice 60 plus two s.d.) and two without it (the dip rule
+    under the ridge rule (100 less 1.5 s.d. is not twice 60 plus 1.5 s.d.) and two without it (the dip rule
     for every branch: 40 above the split, more than a quarter of it and two of its s.d.); a dip to 20 is two
     either way."""
     kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
@@ -121,13 +125,36 @@ def test_the_ridge_rule_keeps_a_ridge_whole_unless_it_falls_to_half():
     assert select_clusters(_row_ridge(20), **kw, **RIDGE).n_clusters == 2
 
 
+def _row_of_blobs(centres, peak=100, sd_cells=1.6):
+    """Round Gaussian bumps in a row along x (their 3×3 sums, as the tree reads them), on 30 × 9 cells."""
+    x, y = np.meshgrid(np.arange(30), np.arange(9))
+    v = np.rint(sum(peak * np.exp(-((x - c) ** 2 + (y - 4) ** 2) / (2 * sd_cells ** 2)) for c in centres))
+    v = v.astype(np.int64).ravel()
+    ids = np.flatnonzero(v >= 5)
+    return build_level_tree(_grid(30, 9), ids, v[ids], np.maximum(v[ids] // 5, 1))
+
+
+def test_a_row_of_round_blobs_is_not_a_ridge():
+    """Three round bumps of 100 in a row, 6 and 6.5 cells apart (valleys 34 and 26), with a noise s.d. of 10
+    (few points): the first two, joined at 34, are a branch long and thin in line with the third, and the
+    ridge rule alone (100 less 1.5 s.d. is not twice 26 plus 1.5 s.d.) keeps it from counting, so the
+    third bump has no significant sibling and the three are read as two clusters. The pair splits into
+    two round branches, each significant by the dip rule: a row of blobs, not a ridge, held to the dip rule
+    of round branches — three clusters, as without the ridge rule."""
+    t = _row_of_blobs([5, 11, 17.5])
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=10.0, dip_ratio=0.25, dip_z=1.0)
+    assert select_clusters(t, **kw).n_clusters == 3
+    assert select_clusters(t, **kw, **{**RIDGE, "ridge_blob_elongation": None}).n_clusters == 2
+    assert select_clusters(t, **kw, **RIDGE).n_clusters == 3
+
+
 def test_two_parallel_ridges_are_not_one_ridge():
-    """Two rows of 20 cells two rows apart, joined by one cell of 30: each row is long and thin but lies
+    """Two rows of 20 cells two rows apart, joined by one cell of 35: each row is long and thin but lies
     beside the other, not along it, so the dip rule for every branch decides and they are two clusters;
     without the alignment test they would be read as one ridge and joined."""
     g = _grid(20, 3)
     ids = np.r_[np.arange(20), [30], 40 + np.arange(20)]  # rows y = 0 and y = 2, and the cell (10, 1)
-    v = np.r_[np.full(20, 100), [30], np.full(20, 100) + np.arange(20) % 2]
+    v = np.r_[np.full(20, 100), [35], np.full(20, 100) + np.arange(20) % 2]
     t = build_level_tree(g, ids, v, np.full(ids.size, 10))
     kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
     assert select_clusters(t, **kw, **RIDGE).n_clusters == 2

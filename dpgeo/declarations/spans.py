@@ -230,7 +230,7 @@ SPANS_OUTPUTS = (
          "a branch must also rise this many noise standard deviations above its split level"),
     Meta("ridge_elongation", "ridge rule: elongation", "Thresholds",
          "a branch whose cells vary at least this many times as much along its long axis as across it (a "
-         "ratio of variances: 6 is about 2.5 times longer than wide), lying along that axis from its parent, "
+         "ratio of variances: 4 is twice as long as wide), lying along that axis from its parent, "
          "is a piece of a ridge (a road, a trail)"),
     Meta("ridge_alignment", "ridge rule: alignment", "Thresholds",
          "... lying along: the cosine of the angle between its long axis and the way from its parent's centre "
@@ -239,7 +239,10 @@ SPANS_OUTPUTS = (
          "a piece of a ridge counts only if its peak, less its noise, rises this share above the level where "
          "it joins its sibling, plus that level's noise (1: the ridge's density falls to half)"),
     Meta("ridge_min_length_cells", "ridge rule: shortest ridge", "Thresholds",
-         "a branch shorter than this (its long axis, in cells) is no ridge, whatever its shape"),
+         "a branch shorter than this (its long axis, in cells) is no ridge, whatever its shape (0: any length)"),
+    Meta("ridge_blob_elongation", "ridge rule: round blobs", "Thresholds",
+         "a long thin branch that splits into branches less elongated than this (a ratio of variances), each "
+         "significant by the dip rule, is a row of round blobs, not a ridge, and held to the dip rule"),
     Meta("ridge_dip_z", "ridge rule: significance", "Thresholds",
          "the standard deviations of the peak and of the split level (noise and Poisson variation) taken off "
          "and added by the ridge rule"),

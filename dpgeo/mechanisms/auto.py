@@ -49,6 +49,7 @@ from .levels import (
     MIN_DIP_RATIO,
     MIN_DIP_Z,
     RIDGE_ALIGNMENT,
+    RIDGE_BLOB_ELONGATION,
     RIDGE_DIP_RATIO,
     RIDGE_DIP_Z,
     RIDGE_ELONGATION,
@@ -151,6 +152,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      ridge_elongation: float | None = RIDGE_ELONGATION, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                      ridge_dip_ratio: float = RIDGE_DIP_RATIO, ridge_dip_z: float = RIDGE_DIP_Z,
                      ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
+                     ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
                      fallback_refinement: float = FALLBACK_REFINEMENT) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
@@ -197,7 +199,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         noise and Poisson variation), and when chosen clusters
         that meet are joined (None: never), as for
         :func:`dpgeo.mechanisms.level_select.select_clusters`.
-    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
+    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule: a branch this elongated (a ratio of variances), lying along
         its long axis from its parent, is cut off only where the ridge dips
         deeply and significantly (None: no ridge rule), as for
@@ -265,7 +267,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         merge_ratio=merge_ratio, dip_z=dip_z,
                                         ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
-                                        ridge_min_length_cells=ridge_min_length_cells)
+                                        ridge_min_length_cells=ridge_min_length_cells,
+                                        ridge_blob_elongation=ridge_blob_elongation)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

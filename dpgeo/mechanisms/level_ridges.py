@@ -7,7 +7,9 @@ sibling by a dip that is deep and significant given the noise
 (:func:`dip_significant`). A branch much longer than wide that lies along its
 long axis from its parent (:func:`branch_elongation`) is a piece of a ridge — a
 road, a trail, a river bank — whose density varies along it; it is held to a
-stricter dip, so that a ridge is cut only where its density falls to half.
+stricter dip, so that a ridge is cut only where its density falls to half —
+unless it is a row of round blobs, not a ridge (:func:`blob_chains`): a branch
+that itself splits into round branches, each significant by the dip rule.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import numpy as np
 
 from .level_tree import LevelTree
 
-__all__ = ["branch_elongation", "dip_significant"]
+__all__ = ["blob_chains", "branch_elongation", "dip_significant"]
 
 
 def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
-                      min_length: float = 0.0) -> np.ndarray:
+                      min_length: float = 0.0, raw: bool = False):
     """For each node of the tree, how much longer than wide its cells are: the ratio of the largest to the
     smallest variance of their centres' coordinates (in cells, each cell counting its own extent, 1/12).
 
@@ -30,7 +32,7 @@ def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: fl
     ``min_length``, a node whose long axis (as a uniform bar's length, ``√(12 λ₁)``) is shorter than
     that many cells counts 1; with ``along``, so does a node whose long axis is more than
     ``arccos(along)`` away from the way from its parent's centre to its own (a branch beside its
-    sibling, not in line with it).
+    sibling, not in line with it). With ``raw``, also the ratios before either test (a tuple).
 
     Examples
     --------
@@ -65,18 +67,45 @@ def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: fl
     vyy = m[4, :nn] / n - my * my + 1.0 / 12
     vxy = m[5, :nn] / n - mx * my
     half, root = (vxx + vyy) / 2, np.sqrt(((vxx - vyy) / 2) ** 2 + vxy ** 2)
-    elong = (half + root) / np.maximum(half - root, 1.0 / 12)
+    elong = raw_elong = (half + root) / np.maximum(half - root, 1.0 / 12)
     if min_length:  # shorter than this (its long axis, as a uniform bar's length, in cells): not a ridge
         elong = np.where(12 * (half + root) >= min_length ** 2, elong, 1.0)
     if along is None:
-        return elong
+        return (elong, raw_elong) if raw else elong
     # the direction from the parent's centre to the branch's, against the branch's long axis
     theta = 0.5 * np.arctan2(2 * vxy, vxx - vyy)
     pn = np.maximum(m[0, parent[:nn]], 1.0)
     dx, dy = mx - m[1, parent[:nn]] / pn, my - m[2, parent[:nn]] / pn
     dist = np.hypot(dx, dy)
     cos = np.abs(dx * np.cos(theta) + dy * np.sin(theta)) / np.maximum(dist, 1e-12)
-    return np.where((cos >= along) & (dist > 0), elong, 1.0)
+    elong = np.where((cos >= along) & (dist > 0), elong, 1.0)
+    return (elong, raw_elong) if raw else elong
+
+
+def blob_chains(parent: np.ndarray, down: list, blob: np.ndarray) -> np.ndarray:
+    """For each node, whether it is a row of round blobs: it splits into two or more branches that are each a
+    blob or a row of blobs themselves.
+
+    ``blob`` marks the nodes that are round blobs (in :func:`~dpgeo.mechanisms.level_select.select_clusters`:
+    significant by the dip rule and less elongated than a ridge); ``parent`` and ``down`` as for
+    :func:`branch_elongation`. One pass up the tree: O(nodes). A chain of round clusters in a row is as long
+    and thin as a ridge, but its density falls between compact peaks deeply enough for the dip rule, each
+    peak about as wide as it is long; a ridge's pieces are long themselves, or too shallow to count.
+
+    Examples
+    --------
+    >>> par = np.array([4, 4, 5, 5, 6, 6, 6])      # leaves 0-3 in two pairs (4, 5) under the root (6)
+    >>> down = [np.array([0, 1, 2, 3]), np.array([4, 5])]
+    >>> blob_chains(par, down, np.array([True, True, True, False, False, False])).tolist()
+    [False, False, False, False, True, False]
+    """
+    nn = blob.size
+    count = np.zeros(nn + 1, dtype=np.int64)
+    chain = np.zeros(nn, dtype=bool)
+    for grp in down:  # children before parents
+        chain[grp] = count[grp] >= 2
+        np.add.at(count, parent[grp], blob[grp] | chain[grp])
+    return chain
 
 
 def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float) -> np.ndarray:

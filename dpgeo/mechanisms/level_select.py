@@ -16,7 +16,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
-from .level_ridges import branch_elongation, dip_significant
+from .level_ridges import blob_chains, branch_elongation, dip_significant
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
@@ -94,7 +94,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
                     merge_ratio: float | None = None, ridge_elongation: float | None = None,
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
-                    ridge_min_length_cells: float = 0.0) -> LevelClusters:
+                    ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -140,6 +140,10 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ... and counts only if the ridge dips deeply and significantly where
         it joins its sibling (:func:`~dpgeo.mechanisms.level_ridges.dip_significant`): a road or a trail whose
         density varies along it stays one cluster.
+    ridge_blob_elongation : float or None
+        ... unless it is a row of round blobs (:func:`~dpgeo.mechanisms.level_ridges.blob_chains`): it splits
+        into branches significant by the dip rule and less elongated than this (or rows of such blobs
+        themselves), which holds it to the dip rule of round branches; None: every long thin branch is a ridge.
     merge_ratio : float or None
         Two chosen clusters whose grown cells meet are one cluster when the
         density where they meet is at least this share of the lower of their
@@ -211,8 +215,11 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     if ridge_elongation is not None and np.isfinite(ridge_elongation):
         # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
         # density falls deeply and significantly
-        ridge = branch_elongation(tree, parent, down, ridge_alignment,
-                                  ridge_min_length_cells) >= ridge_elongation
+        elong, raw = branch_elongation(tree, parent, down, ridge_alignment, ridge_min_length_cells, raw=True)
+        ridge = elong >= ridge_elongation
+        if ridge_blob_elongation is not None and np.isfinite(ridge_blob_elongation):
+            # a row of round blobs, each significant by the dip rule, is not a ridge
+            ridge &= ~blob_chains(parent, down, sig[:nn] & (raw < ridge_blob_elongation))
         sig[:nn] &= ~ridge | dip_significant(peak[:nn], split, dip_ratio=ridge_dip_ratio, dip_z=ridge_dip_z,
                                              noise_sd=noise_sd)
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)

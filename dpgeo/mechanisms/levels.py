@@ -30,7 +30,9 @@ parameters only; no budget is spent here. The steps:
    Poisson variation (a dip counts only where it is significant). A branch
    much longer than wide that lies along its long axis from its parent is a
    piece of a ridge (a road, a trail): it counts only where the ridge's
-   density falls to half, beyond the noise of both ends (the ridge rule).
+   density falls to half, beyond the noise of both ends (the ridge rule),
+   unless it splits into round branches each significant by the dip rule
+   (a row of round clusters, not a ridge).
    Smaller branches are points "falling out" of their parent, as in HDBSCAN's
    condensed tree. Among the clusters, those of greatest *excess of mass*
    (HDBSCAN's stability: every point contributes the range of levels over
@@ -126,21 +128,25 @@ MIN_DIP_RATIO = 0.25
 #: (two before it, which kept the sparse ends of bands whole at the cost of touching shapes).
 MIN_DIP_Z = 1.0
 #: A branch whose cells' coordinates vary at least this many times as much along its long axis as across it
-#: (a ratio of variances: 6 is about 2.5 times longer than wide), and which lies along that axis from its parent, is a piece of
-#: a ridge — a road, a trail, a river bank — whose density varies along it ...
-RIDGE_ELONGATION = 6.0
+#: (a ratio of variances: 4 is 2 times longer than wide), and which lies along that axis from its parent, is a
+#: piece of a ridge — a road, a trail, a river bank — whose density varies along it ...
+RIDGE_ELONGATION = 4.0
 #: ... "lies along": the cosine of the angle between the long axis and the way from the parent's centre to the
 #: branch's is at least this (30 degrees; two parallel ridges side by side are not one ridge) ...
 RIDGE_ALIGNMENT = 0.87
-#: ... and is at least this many cells long (twice the density's 3×3 kernel: a branch of a few cells is no
-#: ridge, whatever its shape) ...
-RIDGE_MIN_LENGTH_CELLS = 6.0
+#: ... of any length (0: no shortest length in cells; a length in cells changes meaning as the cells get
+#: finer, and the test below tells a row of round clusters from a ridge instead) ...
+RIDGE_MIN_LENGTH_CELLS = 0.0
+#: ... unless it is a row of round blobs: it splits into branches significant by the dip rule whose elongation
+#: is below this — not long enough to be pieces of a ridge themselves — or into rows of such blobs; such a
+#: branch is held to the dip rule of round branches (None: every long thin branch is a ridge) ...
+RIDGE_BLOB_ELONGATION = 4.0
 #: ... and counts only where the ridge dips deeply and significantly: its peak, less ``RIDGE_DIP_Z`` s.d. of
 #: it (noise and Poisson variation), at least ``1 + RIDGE_DIP_RATIO`` times the split level plus as many s.d.
-#: of it — the density along the ridge falls to at most half of the lower peak, beyond the noise. All five
-#: chosen on the generated sets, with a class of corridors (docs/results.md §1b, third comparison).
+#: of it — the density along the ridge falls to at most half of the lower peak, beyond the noise. All six
+#: chosen on the generated sets, with a class of corridors (docs/results.md §1b, third and fifth comparison).
 RIDGE_DIP_RATIO = 1.0
-RIDGE_DIP_Z = 2.0
+RIDGE_DIP_Z = 1.5
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
@@ -316,7 +322,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    merge_ratio: float | None = None, dip_z: float = MIN_DIP_Z,
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
-                   ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS):
+                   ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
+                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -343,7 +350,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     dip_ratio, dip_z, merge_ratio
         The dip rule and the joining of touching clusters
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
-    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells
+    ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
 
     Returns
@@ -387,7 +394,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
                                dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
-                               ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells)
+                               ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
+                               ridge_blob_elongation=ridge_blob_elongation)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -408,6 +416,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
             "ridge_dip_ratio": float(ridge_dip_ratio),
             "ridge_dip_z": float(ridge_dip_z),
             "ridge_min_length_cells": float(ridge_min_length_cells),
+            "ridge_blob_elongation": None if ridge_blob_elongation is None else float(ridge_blob_elongation),
         }),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
