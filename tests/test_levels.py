@@ -99,8 +99,8 @@ def test_select_two_bumps_and_their_extents():
     assert select_clusters(t, min_mass=60, min_prominence=5, extent="core").n_clusters == 0  # nothing big enough
 
 
-RIDGE = {"ridge_elongation": 4.0, "ridge_alignment": 0.87, "ridge_min_length_cells": 0.0, "ridge_dip_ratio": 1.0,
-         "ridge_dip_z": 1.5, "ridge_blob_elongation": 4.0}
+RIDGE = {"ridge_elongation": 6.0, "ridge_alignment": 0.87, "ridge_min_length_cells": 6.0, "ridge_dip_ratio": 1.0,
+         "ridge_dip_z": 2.0, "ridge_blob_elongation": 4.0}
 
 
 def test_the_ridge_constants_are_the_defaults():
@@ -149,12 +149,12 @@ def test_a_row_of_round_blobs_is_not_a_ridge():
 
 
 def test_two_parallel_ridges_are_not_one_ridge():
-    """Two rows of 20 cells two rows apart, joined by one cell of 35: each row is long and thin but lies
+    """Two rows of 20 cells two rows apart, joined by one cell of 30: each row is long and thin but lies
     beside the other, not along it, so the dip rule for every branch decides and they are two clusters;
     without the alignment test they would be read as one ridge and joined."""
     g = _grid(20, 3)
     ids = np.r_[np.arange(20), [30], 40 + np.arange(20)]  # rows y = 0 and y = 2, and the cell (10, 1)
-    v = np.r_[np.full(20, 100), [35], np.full(20, 100) + np.arange(20) % 2]
+    v = np.r_[np.full(20, 100), [30], np.full(20, 100) + np.arange(20) % 2]
     t = build_level_tree(g, ids, v, np.full(ids.size, 10))
     kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
     assert select_clusters(t, **kw, **RIDGE).n_clusters == 2

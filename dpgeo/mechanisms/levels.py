@@ -128,15 +128,16 @@ MIN_DIP_RATIO = 0.25
 #: (two before it, which kept the sparse ends of bands whole at the cost of touching shapes).
 MIN_DIP_Z = 1.0
 #: A branch whose cells' coordinates vary at least this many times as much along its long axis as across it
-#: (a ratio of variances: 4 is 2 times longer than wide), and which lies along that axis from its parent, is a
-#: piece of a ridge — a road, a trail, a river bank — whose density varies along it ...
-RIDGE_ELONGATION = 4.0
+#: (a ratio of variances: 6 is about 2.5 times longer than wide), and which lies along that axis from its
+#: parent, is a piece of a ridge — a road, a trail, a river bank — whose density varies along it ...
+RIDGE_ELONGATION = 6.0
 #: ... "lies along": the cosine of the angle between the long axis and the way from the parent's centre to the
 #: branch's is at least this (30 degrees; two parallel ridges side by side are not one ridge) ...
 RIDGE_ALIGNMENT = 0.87
-#: ... of any length (0: no shortest length in cells; a length in cells changes meaning as the cells get
-#: finer, and the test below tells a row of round clusters from a ridge instead) ...
-RIDGE_MIN_LENGTH_CELLS = 0.0
+#: ... at least this many cells long along that axis (a length in cells changes meaning as the cells get
+#: finer; the test below is what tells a row of round clusters from a ridge, this only keeps the shortest
+#: branches out; 0 for no shortest length) ...
+RIDGE_MIN_LENGTH_CELLS = 6.0
 #: ... unless it is a row of round blobs: it splits into branches significant by the dip rule whose elongation
 #: is below this — not long enough to be pieces of a ridge themselves — or into rows of such blobs; such a
 #: branch is held to the dip rule of round branches (None: every long thin branch is a ridge) ...
@@ -144,9 +145,10 @@ RIDGE_BLOB_ELONGATION = 4.0
 #: ... and counts only where the ridge dips deeply and significantly: its peak, less ``RIDGE_DIP_Z`` s.d. of
 #: it (noise and Poisson variation), at least ``1 + RIDGE_DIP_RATIO`` times the split level plus as many s.d.
 #: of it — the density along the ridge falls to at most half of the lower peak, beyond the noise. All six
-#: chosen on the generated sets, with a class of corridors (docs/results.md §1b, third and fifth comparison).
+#: chosen on the generated sets, with a class of corridors (docs/results.md §1b, third and fifth comparison
+#: and the check of the fifth on every generated set).
 RIDGE_DIP_RATIO = 1.0
-RIDGE_DIP_Z = 1.5
+RIDGE_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 
