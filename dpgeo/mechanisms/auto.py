@@ -231,7 +231,14 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     eps_c, eps1 = 0.0, eps_h
     factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
                           rho=rho, max_cells=max_cells)
-    g_u = coarse_grid(fine.area, fine.cell_m, factor)
+    grids = {}  # each grid made once (its universe is the study area cut into cells: not free at 2²⁰ cells)
+
+    def grid_of(k):
+        if k not in grids:
+            grids[k] = coarse_grid(fine.area, fine.cell_m, k)
+        return grids[k]
+
+    g_u = grid_of(factor)
     few = g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS  # a function of n̂
     share, refinement = occupancy_setting(few, concentration_share, large_share, max_refinement, large_refinement)
     k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
@@ -243,7 +250,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                               rho=rho, max_cells=max_cells)
     uniform_factor, occ_info, hist_c = factor, {}, None
     if eps_c > 0:  # where the points are: an occupancy histogram on the uniform rule's grid
-        g_u = coarse_grid(fine.area, fine.cell_m, factor)
+        g_u = grid_of(factor)
         ids, counts = coarsen_counts(fine, cell_id, count, g_u, factor)
         hist_c = dense_histogram(g_u, ids, counts, epsilon=eps_c, sensitivity=sensitivity, rng=src)
         del ids, counts
@@ -256,7 +263,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
             occ_info["fallback_refinement"] = fallback_refinement
         if width is not None:
             factor = int(min(factor, max(k_min, round(width / fine.cell_m))))
-    grid = coarse_grid(fine.area, fine.cell_m, factor)
+    grid = grid_of(factor)
     ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
     hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
     del ids, counts
