@@ -178,6 +178,16 @@ def test_compact_groups_get_finer_cells_and_come_out_apart():
     assert r.settings["cell_width_m"] == r.settings["uniform_cell_width_m"]
 
 
+def _point_labels(r, xy):
+    """The cluster label of each point (metres, ``(n, 2)``) on an auto run's map (0: in no cluster)."""
+    coarse = r.grid.assign(xy[:, 0], xy[:, 1]).cell_id
+    got = np.zeros(len(xy), dtype=np.int64)
+    i = np.searchsorted(r.clusters.cell_id, coarse)
+    ok = (i < r.clusters.cell_id.size) & (r.clusters.cell_id[np.minimum(i, r.clusters.cell_id.size - 1)] == coarse)
+    got[ok] = r.clusters.label[i[ok]]
+    return got
+
+
 def test_many_small_groups_get_cells_fine_enough_to_show_them():
     """Fifteen groups of 40 points (s.d. 130 m, centres 1.3 km apart) in a 10 km study area, ε = 1 (600
     points): the sparsest occupied parts set the cell width, finer than the uniform rule's, and the map
@@ -199,12 +209,7 @@ def test_many_small_groups_get_cells_fine_enough_to_show_them():
     def ari(seed, **kw):
         r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=seed), **kw)
         assert r.settings["cell_width_m"] <= r.settings["uniform_cell_width_m"]
-        coarse = r.grid.assign(xy[:, 0], xy[:, 1]).cell_id
-        got = np.zeros(lab.size, dtype=np.int64)
-        i = np.searchsorted(r.clusters.cell_id, coarse)
-        ok = (i < r.clusters.cell_id.size) & (r.clusters.cell_id[np.minimum(i, r.clusters.cell_id.size - 1)] == coarse)
-        got[ok] = r.clusters.label[i[ok]]
-        return adjusted_rand_index(lab + 1, got), r
+        return adjusted_rand_index(lab + 1, _point_labels(r, xy)), r
 
     new = [ari(s) for s in (1, 2, 3)]
     assert np.mean([a for a, _ in new]) >= 0.8, [a for a, _ in new]
@@ -236,12 +241,7 @@ def test_small_groups_the_occupancy_histogram_cannot_see_get_somewhat_finer_cell
 
     def ari(seed, **kw):
         r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=seed), **kw)
-        coarse = r.grid.assign(xy[:, 0], xy[:, 1]).cell_id
-        got = np.zeros(lab.size, dtype=np.int64)
-        i = np.searchsorted(r.clusters.cell_id, coarse)
-        ok = (i < r.clusters.cell_id.size) & (r.clusters.cell_id[np.minimum(i, r.clusters.cell_id.size - 1)] == coarse)
-        got[ok] = r.clusters.label[i[ok]]
-        return adjusted_rand_index(lab + 1, got), r
+        return adjusted_rand_index(lab + 1, _point_labels(r, xy)), r
 
     new = [ari(s) for s in (1, 2, 3)]
     unseen = [r for _, r in new if r.settings["occupancy_block"] is None]
