@@ -254,6 +254,27 @@ def test_small_groups_the_occupancy_histogram_cannot_see_get_somewhat_finer_cell
     assert np.mean(old) < 0.5, old
 
 
+
+def test_few_cells_ask_a_cluster_for_a_smaller_share_of_the_scale():
+    """The smallest cluster is ``max(2σ₉, 0.6√n̂)`` noisy points where the uniform rule's grid has at most
+    1,024 cells (400 points in a 10 km study area, ε = 1) and ``max(2σ₉, √n̂)`` with more (20,000 points): a
+    function of the released ``n̂`` and public parameters, stated in the metadata (``few_cells_scale``)."""
+    from dpgeo.mechanisms.levels import FEW_CELLS_SCALE, MIN_MASS_SD
+
+    rng = np.random.default_rng(5)
+    f = fine_grid(_area(10_000.0, 10_000.0))
+    for n, scale in ((400, FEW_CELLS_SCALE), (20_000, 1.0)):
+        xy = rng.uniform(0, 10_000, (n, 2))
+        ids, counts = np.unique(f.assign(xy[:, 0], xy[:, 1]).cell_id, return_counts=True)
+        r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=1))
+        assert r.settings["few_cells_scale"] == scale
+        expected = max(MIN_MASS_SD * r.settings["noise_sd_of_level"], scale * math.sqrt(max(r.n_hat, 0)))
+        assert r.settings["min_cluster_mass"] == pytest.approx(expected)
+        r1 = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=1), few_cells_scale=1.0)
+        assert r1.settings["min_cluster_mass"] == pytest.approx(
+            max(MIN_MASS_SD * r1.settings["noise_sd_of_level"], math.sqrt(max(r1.n_hat, 0))))
+
+
 def _corridor(middle_points):
     """A corridor 6 km long, 1,000 points a km but ``middle_points`` in its sixth kilometre (fine counts)."""
     rng = np.random.default_rng(3)

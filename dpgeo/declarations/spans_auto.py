@@ -32,6 +32,7 @@ from ..mechanisms.concentration import (
 from ..mechanisms.dbscan import DEFAULT_BETA, SpanCells
 from ..mechanisms.levels import (
     DEFAULT_FDR,
+    FEW_CELLS_SCALE,
     GROW_STEPS,
     MIN_MASS_SD,
     MIN_MASS_SHARE,
@@ -286,7 +287,8 @@ def auto_preview(area, p, c) -> dict:
         m = cells_of[k]
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: points everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
-        smallest = max(z_one + 1, MIN_MASS_SD * sd, scale_mass(n, MIN_MASS_SHARE))
+        scale = FEW_CELLS_SCALE if few else 1.0  # few cells: a smaller share of the map's scale, as the run
+        smallest = max(z_one + 1, MIN_MASS_SD * sd, scale * scale_mass(n, MIN_MASS_SHARE))
         # a compact group in a large empty study area, few cells (wide ones): the occupancy histogram must find
         # its cell first; with more cells the uniform ones show it whether or not the occupancy step finds it
         z_occ = sum_abs_bound(1, q_c, 2 * OCCUPANCY_FDR / m) if share > 0 and few else 0

@@ -103,6 +103,10 @@ SPANS_OUTPUTS = (
          "with few cells, where the occupancy histogram cannot tell where the points are (no block size's "
          "occupied blocks hold 80% of the noisy total), the cells are this many times finer than the uniform "
          "rule's (the uniform rule at half its points per noise s.d.)"),
+    Meta("few_cells_scale", "share of √n̂ a cluster holds", "Auto: its choices",
+         "a cluster holds at least this share of √n̂ noisy points (n̂ the noisy total; and at least two s.d. of a "
+         "3×3 sum's noise): 0.6 when the uniform grid has at most 1,024 cells (few points, often in small "
+         "groups), 1 otherwise"),
     Meta("sparse_mass_share", "share of points whose sparsest blocks set the width", "Auto: its choices",
          "the cell width follows the density of the sparsest occupied blocks holding this share of their points",
          render="share"),

@@ -45,7 +45,9 @@ from .concentration import (
 )
 from .levels import (
     DEFAULT_FDR,
+    FEW_CELLS_SCALE,
     GROW_STEPS,
+    MIN_MASS_SD,
     MIN_DIP_RATIO,
     MIN_DIP_Z,
     RIDGE_ALIGNMENT,
@@ -58,6 +60,7 @@ from .levels import (
     MIN_PROMINENCE_SD,
     LevelClusters,
     density_levels,
+    scale_mass,
     sum_noise_sd,
 )
 from .resolution import (
@@ -153,7 +156,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      ridge_dip_ratio: float = RIDGE_DIP_RATIO, ridge_dip_z: float = RIDGE_DIP_Z,
                      ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
                      ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
-                     fallback_refinement: float = FALLBACK_REFINEMENT) -> AutoSpans:
+                     fallback_refinement: float = FALLBACK_REFINEMENT,
+                     few_cells_scale: float = FEW_CELLS_SCALE) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -188,6 +192,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         cells, where no block size's occupied blocks hold enough of ``n̂``
         (1: the uniform width, the rule before;
         :data:`~dpgeo.mechanisms.concentration.FALLBACK_REFINEMENT`).
+    few_cells_scale
+        With few cells (the uniform rule's grid has at most 1,024), a cluster
+        holds at least this share of the map's scale ``min_mass_share``
+        (and at least two s.d. of a 3×3 sum's noise; 1: the rule before;
+        :data:`~dpgeo.mechanisms.levels.FEW_CELLS_SCALE`).
     occupied_mass_share, max_area_share, sparse_share
         The share of ``n̂`` the occupied blocks must hold, the largest share of
         the study area they may cover, and the share of the occupied points
@@ -268,7 +277,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
     del ids, counts
     q = discrete_laplace_q(eps1, sensitivity)
-    clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), extent=extent, selection=selection,
+    scale = few_cells_scale if few else 1.0  # few cells: a small noisy total, whose groups hold fewer than √n̂
+    min_mass = max(MIN_MASS_SD * sum_noise_sd(q), scale * scale_mass(max(n_hat, 0), min_mass_share))
+    clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), min_mass=min_mass,
+                                        extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
                                         min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
                                         merge_ratio=merge_ratio, dip_z=dip_z,
@@ -282,6 +294,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                            "area, or finer (at most the largest refinement) where an occupancy histogram finds "
                            "the sparser parts of the points denser than that",
         "points_per_noise_sd": rho,
+        "few_cells_scale": scale,
         "noisy_total": int(n_hat),
         "epsilon_total": eps0,
         "epsilon_occupancy": eps_c,
