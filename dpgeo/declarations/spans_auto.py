@@ -12,6 +12,7 @@ on first use).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,15 +20,13 @@ import numpy as np
 from ..declare import Outcome
 from ..errors import ParameterError
 from ..grid import Grid
-from ..mechanisms.auto import auto_plan, auto_spans_cells, gamma_all_levels
+from ..mechanisms.auto import auto_spans_cells, gamma_all_levels, occupancy_plan
 from ..mechanisms.concentration import (
     CONCENTRATION_SHARE,
     FALLBACK_REFINEMENT,
     LARGE_CONCENTRATION_SHARE,
     OCCUPANCY_FDR,
-    OCCUPANCY_MAX_CELLS,
     concentration_budget,
-    occupancy_setting,
 )
 from ..mechanisms.dbscan import DEFAULT_BETA, SpanCells
 from ..mechanisms.levels import (
@@ -45,8 +44,7 @@ from ..mechanisms.resolution import (
     MAX_FINE_CELLS,
     TOTAL_SHARE,
     auto_budget,
-    coarse_grid,
-    coarsening_factor,
+    cached_grid,
     fine_width,
 )
 from ..noise import discrete_laplace_q, noise_rate, sum_abs_bound
@@ -265,26 +263,21 @@ def auto_preview(area, p, c) -> dict:
     n_points = p.get("n_points")
     n_points = [10 ** k for k in range(3, 8)] if n_points is None else [int(n_points)]
     beta = p.get("beta", DEFAULT_BETA)
-    rows, cells_of, splits = [], {}, []
+    rows, splits = [], []
+    grid_of = functools.partial(cached_grid, {}, area, w0)  # each grid made once (public: the study area)
     for n in n_points:
-        k, width = auto_plan(area, w0, n, epsilon_histogram=eps_h, sensitivity=c.sensitivity, max_cells=_cap(p))
-        few = coarse_grid(area, w0, k).n_cells <= OCCUPANCY_MAX_CELLS  # few cells: the larger share, as the run
-        share, refinement = occupancy_setting(few)
-        if k <= coarsening_factor(area, w0, float("inf"), max_cells=_cap(p)):  # the largest grid already: no step
-            share, refinement = 0.0, 1
-        eps_c, eps1 = concentration_budget(eps_h, share) if share > 0 else (0.0, eps_h)
+        plan = occupancy_plan(area, w0, n, epsilon_histogram=eps_h, sensitivity=c.sensitivity, max_cells=_cap(p),
+                              grid_of=grid_of)  # the run's own rule
+        few, share, refinement = plan.few, plan.share, plan.refinement
+        eps_c, eps1, k = plan.epsilon_occupancy, plan.epsilon_histogram, plan.factor
         splits.append((share, eps_c, eps1))
         q = discrete_laplace_q(eps1, c.sensitivity)
         q_c = discrete_laplace_q(eps_c, c.sensitivity) if share > 0 else None
         sd = sum_noise_sd(q)
-        k, width = auto_plan(area, w0, n, epsilon_histogram=eps1, sensitivity=c.sensitivity, max_cells=_cap(p))
         if share > 0 and few:  # spread points: the occupancy histogram finds no part, the cells a little finer
-            k = int(min(k, max(coarsening_factor(area, w0, float("inf"), max_cells=_cap(p)),
-                               round(k / FALLBACK_REFINEMENT))))
-            width = k * w0
-        if k not in cells_of:  # the universe cells of the grid the run would release (public: the study area)
-            cells_of[k] = coarse_grid(area, w0, k).n_cells
-        m = cells_of[k]
+            k = int(min(k, max(plan.k_min, round(k / FALLBACK_REFINEMENT))))
+        width = k * w0
+        m = grid_of(k).n_cells  # the universe cells of the grid the run would release (public: the study area)
         z_many = sum_abs_bound(9, q, 2 * fdr) if fdr < 0.5 else 0  # Pr[N > z] <= fdr: points everywhere
         z_one = sum_abs_bound(9, q, 2 * fdr / m)  # Pr[N > z] <= fdr / m: a single discovery
         scale = FEW_CELLS_SCALE if few else 1.0  # few cells: a smaller share of the map's scale, as the run

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,6 +65,7 @@ from .levels import (
     sum_noise_sd,
 )
 from .resolution import (
+    cached_grid,
     AUTO_MAX_CELLS,
     POINTS_PER_NOISE_SD,
     TOTAL_SHARE,
@@ -75,7 +77,7 @@ from .resolution import (
     target_cells,
 )
 
-__all__ = ["AutoSpans", "auto_plan", "auto_spans_cells", "gamma_all_levels"]
+__all__ = ["AutoSpans", "OccupancyPlan", "auto_plan", "auto_spans_cells", "gamma_all_levels", "occupancy_plan"]
 
 
 @dataclass
@@ -138,6 +140,59 @@ def auto_plan(area, fine_w: float, n_hat: float, *, epsilon_histogram: float, se
     m = target_cells(n_hat, epsilon=epsilon_histogram, sensitivity=sensitivity, rho=rho)
     k = coarsening_factor(area, fine_w, m, max_cells=max_cells)
     return k, k * fine_w
+
+
+class OccupancyPlan(NamedTuple):
+    """What ``auto`` decides from ``n̂`` alone before it reads a histogram (public: post-processing of ``n̂``).
+
+    ``factor`` is the uniform rule's grid at ``epsilon_histogram`` (what is left after the occupancy
+    histogram's share ``epsilon_occupancy``); ``few`` whether the uniform grid at the whole histogram
+    budget has few cells (at most ``OCCUPANCY_MAX_CELLS``); ``share`` and ``refinement`` the occupancy
+    step's (0 and 1 where the uniform grid is already the largest allowed, ``k_min``).
+    """
+
+    factor: int
+    few: bool
+    share: float
+    refinement: float
+    epsilon_occupancy: float
+    epsilon_histogram: float
+    k_min: int
+
+
+def occupancy_plan(area, fine_w: float, n_hat: float, *, epsilon_histogram: float, sensitivity: int = 1,
+                   rho: float = POINTS_PER_NOISE_SD, max_cells: int = AUTO_MAX_CELLS,
+                   small_share: float = CONCENTRATION_SHARE, large_share: float = LARGE_CONCENTRATION_SHARE,
+                   small_refinement: float = MAX_REFINEMENT, large_refinement: float = LARGE_MAX_REFINEMENT,
+                   grid_of=None) -> OccupancyPlan:
+    """The occupancy step's split of ``epsilon_histogram`` and the uniform grid, for a noisy total ``n_hat``.
+
+    One rule for the run (:func:`auto_spans_cells`) and its preview. ``grid_of(k)`` makes the grid ``k``
+    fine cells wide (a cache may be passed; default :func:`coarse_grid`).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> a = StudyArea.from_bbox((0, 0, 10_000, 10_000), "EPSG:32615", working_crs="EPSG:32615")
+    >>> p = occupancy_plan(a, 5.0, 300, epsilon_histogram=0.95)
+    >>> p.few, p.share, p.refinement
+    (True, 0.2, 3)
+    """
+    grid_of = grid_of or (lambda k: coarse_grid(area, fine_w, k))
+    factor, _ = auto_plan(area, fine_w, n_hat, epsilon_histogram=epsilon_histogram, sensitivity=sensitivity,
+                          rho=rho, max_cells=max_cells)
+    g_u = grid_of(factor)
+    few = bool(g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS)
+    share, refinement = occupancy_setting(few, small_share, large_share, small_refinement, large_refinement)
+    k_min = coarsening_factor(area, fine_w, float("inf"), max_cells=max_cells)
+    if factor <= k_min:  # the uniform grid is the largest allowed already: no finer cells to find, no share
+        share, refinement = 0.0, 1
+    eps_c, eps1 = 0.0, epsilon_histogram
+    if share > 0:  # a share of the histogram's budget finds where the points are
+        eps_c, eps1 = concentration_budget(epsilon_histogram, share)
+        factor, _ = auto_plan(area, fine_w, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity, rho=rho,
+                              max_cells=max_cells)
+    return OccupancyPlan(factor, few, share, refinement, eps_c, eps1, k_min)
 
 
 def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsilon: float, rng,
@@ -237,26 +292,12 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     eps0, eps_h = auto_budget(epsilon, total_share)
     n = int(np.asarray(count, dtype=np.int64).sum())
     n_hat = release_total(n, epsilon=eps0, sensitivity=sensitivity, rng=src)
-    eps_c, eps1 = 0.0, eps_h
-    factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
-                          rho=rho, max_cells=max_cells)
-    grids = {}  # each grid made once (its universe is the study area cut into cells: not free at 2²⁰ cells)
-
-    def grid_of(k):
-        if k not in grids:
-            grids[k] = coarse_grid(fine.area, fine.cell_m, k)
-        return grids[k]
-
-    g_u = grid_of(factor)
-    few = g_u.nx * g_u.ny <= 64 * OCCUPANCY_MAX_CELLS and g_u.n_cells <= OCCUPANCY_MAX_CELLS  # a function of n̂
-    share, refinement = occupancy_setting(few, concentration_share, large_share, max_refinement, large_refinement)
-    k_min = coarsening_factor(fine.area, fine.cell_m, float("inf"), max_cells=max_cells)
-    if factor <= k_min:  # the uniform grid is the largest allowed already: no finer cells to find, no share
-        share = 0.0
-    if share > 0:  # a share of the histogram's budget finds where the points are
-        eps_c, eps1 = concentration_budget(eps_h, share)
-        factor, _ = auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps1, sensitivity=sensitivity,
-                              rho=rho, max_cells=max_cells)
+    grid_of = functools.partial(cached_grid, {}, fine.area, fine.cell_m)  # each grid made once
+    plan = occupancy_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=eps_h, sensitivity=sensitivity,
+                          rho=rho, max_cells=max_cells, small_share=concentration_share, large_share=large_share,
+                          small_refinement=max_refinement, large_refinement=large_refinement, grid_of=grid_of)
+    factor, few, share, refinement = plan.factor, plan.few, plan.share, plan.refinement
+    eps_c, eps1, k_min = plan.epsilon_occupancy, plan.epsilon_histogram, plan.k_min
     uniform_factor, occ_info, hist_c = factor, {}, None
     if eps_c > 0:  # where the points are: an occupancy histogram on the uniform rule's grid
         g_u = grid_of(factor)

@@ -57,6 +57,7 @@ __all__ = [
     "POINTS_PER_NOISE_SD",
     "TOTAL_SHARE",
     "auto_budget",
+    "cached_grid",
     "coarse_grid",
     "coarsen_counts",
     "coarsening_factor",
@@ -167,6 +168,14 @@ def coarsening_factor(area, fine_w: float, n_cells: float, *, max_cells: int) ->
 def coarse_grid(area, fine_w: float, factor: int) -> Grid:
     """The grid of cells ``factor`` fine cells wide, with the same origin."""
     return Grid(area, factor * fine_w)
+
+
+def cached_grid(grids: dict, area, fine_w: float, factor: int) -> Grid:
+    """:func:`coarse_grid`, made once per ``factor`` and kept in ``grids`` (a grid's universe is the study area
+    cut into cells: not free at 2²⁰ cells). ``functools.partial(cached_grid, {}, area, fine_w)`` is a maker."""
+    if factor not in grids:
+        grids[factor] = coarse_grid(area, fine_w, factor)
+    return grids[factor]
 
 
 def coarsen_counts(fine: Grid, cell_id: np.ndarray, count: np.ndarray, coarse: Grid, factor: int):
