@@ -9,6 +9,13 @@ parameters) because auto's choices alone are a long list.
 from __future__ import annotations
 
 from ..declare import Meta
+from ..mechanisms.concentration import (
+    CONCENTRATION_SHARE,
+    LARGE_CONCENTRATION_SHARE,
+    OCCUPANCY_MAX_CELLS,
+    OCCUPIED_MASS_SHARE,
+)
+from ..mechanisms.levels import FEW_CELLS_SCALE
 
 __all__ = ["SPANS_OUTPUTS", "PREVIEW_OUTPUTS"]
 
@@ -95,18 +102,19 @@ SPANS_OUTPUTS = (
     Meta("epsilon_occupancy", "ε of the occupancy histogram", "Privacy",
          "the part of ε spent on finding where the points are"),
     Meta("concentration_share", "share of the histogram's ε for the occupancy", "Privacy",
-         "the share of the histogram's ε the occupancy histogram takes: 20% when the uniform grid has at most "
-         "1,024 cells, 10% otherwise", render="share"),
+         f"the share of the histogram's ε the occupancy histogram takes: {CONCENTRATION_SHARE:.0%} when the uniform "
+         f"grid has at most {OCCUPANCY_MAX_CELLS:,} cells, {LARGE_CONCENTRATION_SHARE:.0%} otherwise", render="share"),
     Meta("max_refinement", "cells at most this many times finer", "Auto: its choices",
          "how many times finer than the uniform rule's the cells may be where the points are compact"),
     Meta("fallback_refinement", "cells this many times finer where no part stands out", "Auto: its choices",
          "with few cells, where the occupancy histogram cannot tell where the points are (no block size's "
-         "occupied blocks hold 80% of the noisy total), the cells are this many times finer than the uniform "
+         f"occupied blocks hold {OCCUPIED_MASS_SHARE:.0%} of the noisy total), the cells are this many times finer "
+         "than the uniform "
          "rule's (the uniform rule at half its points per noise s.d.)"),
     Meta("few_cells_scale", "share of √n̂ a cluster holds", "Auto: its choices",
          "a cluster holds at least this share of √n̂ noisy points (n̂ the noisy total; and at least two s.d. of a "
-         "3×3 sum's noise): 0.6 when the uniform grid has at most 1,024 cells (few points, often in small "
-         "groups), 1 otherwise"),
+         f"3×3 sum's noise): {FEW_CELLS_SCALE:g} when the uniform grid has at most {OCCUPANCY_MAX_CELLS:,} cells "
+         "(few points, often in small groups), 1 otherwise"),
     Meta("sparse_mass_share", "share of points whose sparsest blocks set the width", "Auto: its choices",
          "the cell width follows the density of the sparsest occupied blocks holding this share of their points",
          render="share"),
