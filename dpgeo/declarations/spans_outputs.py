@@ -160,6 +160,12 @@ SPANS_OUTPUTS = (
     Meta("ridge_dip_z", "ridge rule: significance", "Thresholds",
          "the standard deviations of the peak and of the split level (noise and Poisson variation) taken off "
          "and added by the ridge rule"),
+    Meta("chain_elongation", "corridor rule: line", "Thresholds",
+         "two clusters whose cells meet (or meet across one or two clusters between them) are one corridor when "
+         "together they are at least this many times longer than wide (a ratio of variances) and lie end to end"),
+    Meta("chain_piece_elongation", "corridor rule: pieces", "Thresholds",
+         "... and each of the two is at least this many times longer than wide along the corridor's axis "
+         "(round hot spots side by side stay two places)"),
     Meta("parts_rule", "parts", "Result", "why a cluster can be several polygons, and the gap between clusters"),
     Meta("too_small", "too small", "Result", "why the map has no cluster", note=True, panel=True),
     Meta("levels_layer", "levels layer", "Result", "whether the release carries the tree of levels",

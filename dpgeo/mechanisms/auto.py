@@ -44,6 +44,7 @@ from .concentration import (
     occupancy_setting,
     occupied_width,
 )
+from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
 from .levels import (
     DEFAULT_FDR,
     FEW_CELLS_SCALE,
@@ -212,7 +213,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
                      ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
                      fallback_refinement: float = FALLBACK_REFINEMENT,
-                     few_cells_scale: float = FEW_CELLS_SCALE) -> AutoSpans:
+                     few_cells_scale: float = FEW_CELLS_SCALE,
+                     chain_elongation: float | None = CHAIN_ELONGATION,
+                     chain_piece_elongation: float = CHAIN_PIECE_ELONGATION) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -267,6 +270,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         The ridge rule: a branch this elongated (a ratio of variances), lying along
         its long axis from its parent, is cut off only where the ridge dips
         deeply and significantly (None: no ridge rule), as for
+        :func:`dpgeo.mechanisms.levels.density_levels`.
+    chain_elongation, chain_piece_elongation
+        Chosen clusters whose grown cells meet and that lie end to end along
+        a line are one corridor (None: never), as for
         :func:`dpgeo.mechanisms.levels.density_levels`.
 
     Returns
@@ -328,7 +335,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                         ridge_min_length_cells=ridge_min_length_cells,
-                                        ridge_blob_elongation=ridge_blob_elongation)
+                                        ridge_blob_elongation=ridge_blob_elongation,
+                                        chain_elongation=chain_elongation,
+                                        chain_piece_elongation=chain_piece_elongation)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

@@ -16,6 +16,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
+from .level_chains import CHAIN_PIECE_ELONGATION, chain_merges
 from .level_ridges import blob_chains, branch_elongation, dip_significant
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
@@ -94,7 +95,9 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
                     merge_ratio: float | None = None, ridge_elongation: float | None = None,
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
-                    ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None) -> LevelClusters:
+                    ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
+                    chain_elongation: float | None = None,
+                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -149,6 +152,10 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         density where they meet is at least this share of the lower of their
         peaks (:func:`touching_merges`); None: never. Clusters that stay apart
         are kept a cell apart (:func:`separate_clusters`).
+    chain_elongation, chain_piece_elongation : float or None
+        Two chosen clusters whose grown cells meet are one cluster when they
+        lie end to end along a line, pieces of one corridor
+        (:func:`~dpgeo.mechanisms.level_chains.chain_merges`); None: never.
 
     Returns
     -------
@@ -293,6 +300,10 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     new_id = np.arange(chosen_nodes.size + 1)
     if merge_ratio is not None and chosen_nodes.size > 1:
         new_id = touching_merges(tree.grid, tree.cell_id, label, tree.value, merge_ratio, offsets=offsets)
+    if chain_elongation is not None and np.isfinite(chain_elongation) and new_id.max() > 1:
+        new_id = chain_merges(tree.grid, tree.cell_id, new_id[label], core, tree.value, elongation=chain_elongation,
+                              piece_elongation=chain_piece_elongation, offsets=offsets)[new_id]
+    if new_id.max() < chosen_nodes.size:  # some clusters were joined
         label = new_id[label]
         k = int(new_id.max())
         lv, tp = np.full(k, np.inf), np.full(k, -np.inf)

@@ -65,6 +65,7 @@ from ..grid import Grid
 from ..histogram import NoisyHistogram
 from ..noise import discrete_laplace_variance, gamma_difference_sf, interval_fft_size
 from .dbscan import neighbourhood_sums
+from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
 from .level_select import (
     EXTENTS,
     GROW_STEPS,
@@ -332,7 +333,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                    ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
-                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION):
+                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
+                   chain_elongation: float | None = CHAIN_ELONGATION,
+                   chain_piece_elongation: float = CHAIN_PIECE_ELONGATION):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -361,6 +364,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
     ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
+    chain_elongation, chain_piece_elongation : float or None
+        Chosen clusters that lie end to end along a line are one corridor
+        (:func:`~dpgeo.mechanisms.level_chains.chain_merges`; None: never).
 
     Returns
     -------
@@ -404,7 +410,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
-                               ridge_blob_elongation=ridge_blob_elongation)
+                               ridge_blob_elongation=ridge_blob_elongation,
+                               chain_elongation=chain_elongation, chain_piece_elongation=chain_piece_elongation)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -426,6 +433,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
             "ridge_dip_z": float(ridge_dip_z),
             "ridge_min_length_cells": float(ridge_min_length_cells),
             "ridge_blob_elongation": None if ridge_blob_elongation is None else float(ridge_blob_elongation),
+        }),
+        **({} if chain_elongation is None else {
+            "chain_elongation": float(chain_elongation),
+            "chain_piece_elongation": float(chain_piece_elongation),
         }),
         "selection": ("excess of mass (HDBSCAN stability, point-weighted); the root is never chosen"
                       if selection == "eom" else "leaves of the tree of significant clusters"),
