@@ -161,6 +161,48 @@ def test_two_parallel_ridges_are_not_one_ridge():
     assert select_clusters(t, **kw, **{**RIDGE, "ridge_alignment": None}).n_clusters == 1
 
 
+def _two_plateaus(level, peak, band=95):
+    """Two flat squares of 10 × 10 cells at ``level`` with one cell at ``peak`` each, joined by a column of
+    cells at ``band`` (a 21 × 10 grid; the values are the 3×3 sums the tree reads)."""
+    v = np.full((10, 21), level, dtype=np.int64)
+    v[:, 10] = band
+    v[5, 4] = v[4, 16] = peak
+    return build_level_tree(_grid(21, 10), np.arange(210), v.ravel(), np.full(210, 10))
+
+
+def test_the_highest_of_many_correction_reads_a_flat_shape_as_one():
+    """Two flat squares of 100 cells at 100 whose highest cells reach 112, joined at 95 (noise s.d. 5: the
+    split level's s.d. is √(25 + 95) ≈ 11): the dip rule read on the peaks sees 17 above the split, 1.6 s.d.,
+    and cuts the shape in two; the highest of a branch's 100 / 9 ≈ 11 independent sums lies 1.58 s.d. above
+    their mean by noise alone (Blom), so with the correction the branch must rise 2.58 s.d. (28), and its
+    mean (100.1, 0.47 s.d. above the split) does not rise 0.75 s.d.: one cluster. Two squares at 110 (mean
+    1.4 s.d. above the split) are two clusters with the correction as without it, and so is the old rule's
+    reading of the flat squares (``dip_max_correction=0``). The floor lies at 50 (the shape stands on it)."""
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=5.0, dip_ratio=0.0, dip_z=1.0, base_level=50)
+    on = dict(dip_max_correction=1.0, dip_mean_z=0.75)
+    assert select_clusters(_two_plateaus(100, 112), **kw).n_clusters == 2
+    assert select_clusters(_two_plateaus(100, 112), **kw, **on).n_clusters == 1
+    assert select_clusters(_two_plateaus(110, 115), **kw, **on).n_clusters == 2
+
+
+def test_the_highest_of_many_correction_leaves_small_branches_and_is_off_by_default():
+    """A branch of 9 cells or fewer is one sum's worth: read as before (the bumps of
+    :func:`test_select_two_bumps_and_their_extents`); the constants are the defaults of the mechanism, the
+    correction off (0: the rule before), its mean test at the generated sets' choice."""
+    import inspect
+
+    from dpgeo.mechanisms import auto
+
+    g = _grid(7, 1)
+    t = build_level_tree(g, np.arange(7), np.array([30, 60, 30, 12, 30, 50, 30]), np.array([5, 20, 5, 1, 5, 15, 5]))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_z=1.0)
+    assert select_clusters(t, **kw, dip_max_correction=1.0, dip_mean_z=10.0).n_clusters == 2
+    assert (levels.DIP_MAX_CORRECTION, levels.DIP_MEAN_Z) == (0.0, 0.75)
+    for f in (density_levels, auto.auto_spans_cells):
+        p = inspect.signature(f).parameters
+        assert (p["dip_max_correction"].default, p["dip_mean_z"].default) == (0.0, 0.75)
+
+
 def test_leaf_selection_takes_the_deepest_clusters():
     g = _grid(9, 1)
     # a big bump holding two sub-peaks, and a lone bump

@@ -142,6 +142,12 @@ SPANS_OUTPUTS = (
          "(0.25: a peak 1.25 times that level)"),
     Meta("min_dip_z", "dip rule: significance", "Thresholds",
          "a branch must also rise this many noise standard deviations above its split level"),
+    Meta("dip_max_correction", "dip rule: highest of many", "Thresholds",
+         "a branch of many cells that does not split further must rise this many times more: the expected "
+         "excess of the highest of its independent neighbourhood sums over their mean, in standard deviations "
+         "(recorded when set; off by default)"),
+    Meta("dip_mean_z", "dip rule: mean of a branch", "Thresholds",
+         "... unless its cells' mean density lies this many standard deviations of the split level above it"),
     Meta("ridge_elongation", "ridge rule: elongation", "Thresholds",
          "a branch whose cells vary at least this many times as much along its long axis as across it (a "
          "ratio of variances: 4 is twice as long as wide), lying along that axis from its parent, "

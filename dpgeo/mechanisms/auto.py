@@ -52,6 +52,8 @@ from .levels import (
     MIN_MASS_SD,
     MIN_DIP_RATIO,
     MIN_DIP_Z,
+    DIP_MAX_CORRECTION,
+    DIP_MEAN_Z,
     RIDGE_ALIGNMENT,
     RIDGE_BLOB_ELONGATION,
     RIDGE_DIP_RATIO,
@@ -215,7 +217,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      fallback_refinement: float = FALLBACK_REFINEMENT,
                      few_cells_scale: float = FEW_CELLS_SCALE,
                      chain_elongation: float | None = CHAIN_ELONGATION,
-                     chain_piece_elongation: float = CHAIN_PIECE_ELONGATION) -> AutoSpans:
+                     chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
+                     dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -266,6 +269,13 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         noise and Poisson variation), and when chosen clusters
         that meet are joined (None: never), as for
         :func:`dpgeo.mechanisms.level_select.select_clusters`.
+    dip_max_correction, dip_mean_z
+        The dip rule's highest-of-many correction: a branch of ``m`` cells that
+        does not split further is read with this many times the expected excess
+        of the highest of ``m/9`` noisy sums more, unless its mean rises
+        ``dip_mean_z`` s.d. above the split (0: the rule before;
+        :data:`~dpgeo.mechanisms.levels.DIP_MAX_CORRECTION`,
+        :data:`~dpgeo.mechanisms.levels.DIP_MEAN_Z`).
     ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule: a branch this elongated (a ratio of variances), lying along
         its long axis from its parent, is cut off only where the ridge dips
@@ -337,7 +347,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         ridge_min_length_cells=ridge_min_length_cells,
                                         ridge_blob_elongation=ridge_blob_elongation,
                                         chain_elongation=chain_elongation,
-                                        chain_piece_elongation=chain_piece_elongation)
+                                        chain_piece_elongation=chain_piece_elongation,
+                                        dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

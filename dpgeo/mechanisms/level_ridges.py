@@ -10,15 +10,19 @@ road, a trail, a river bank — whose density varies along it; it is held to a
 stricter dip, so that a ridge is cut only where its density falls to half —
 unless it is a row of round blobs, not a ridge (:func:`blob_chains`): a branch
 that itself splits into round branches, each significant by the dip rule.
+A large branch that does not split further is read with the expected excess of
+the highest of its noisy sums over the rest (:func:`max_excess_sd`), unless its
+cells' mean rises above the split or it splits below (:func:`splits_below`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import ndtri
 
 from .level_tree import LevelTree
 
-__all__ = ["blob_chains", "branch_elongation", "dip_significant"]
+__all__ = ["blob_chains", "branch_elongation", "dip_significant", "max_excess_sd", "splits_below"]
 
 
 def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
@@ -130,3 +134,57 @@ def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: fl
     lo = peak - dip_z * np.sqrt(noise_sd ** 2 + np.maximum(peak, 0.0))
     hi = split + dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
     return lo - hi >= dip_ratio * np.maximum(hi, 0.0)
+
+
+def max_excess_sd(cells) -> np.ndarray:
+    """The expected excess, in s.d., of the highest of ``k = m/9`` independent normal values over their
+    mean, for branches of ``m`` cells (0 for ``m ≤ 9``): Blom's approximation ``Φ⁻¹((k - 3/8) / (k + 1/4))``.
+
+    The dip rule reads a branch's peak, the highest of its cells' noisy sums. Over a uniform shape
+    of ``m`` cells the sums of its ``m/9`` disjoint neighbourhoods are independent, and the highest
+    of ``k`` independent normal values lies this far above their mean: noise alone makes a large
+    flat branch rise that far above the rest of the shape, so the dip rule asks that much more of a
+    large branch before it counts a dip (:func:`~dpgeo.mechanisms.level_select.select_clusters`,
+    ``dip_max_correction``). A small branch — a compact group of a few cells — is read as before.
+
+    Examples
+    --------
+    >>> np.round(max_excess_sd(np.array([9.0, 18.0, 90.0, 900.0])), 2).tolist()
+    [0.0, 0.59, 1.55, 2.5]
+
+    (The exact expectations for 2 and 10 values are 0.56 and 1.54.)
+    """
+    k = np.maximum(np.asarray(cells, dtype=float) / 9.0, 1.0)
+    return np.maximum(ndtri((k - 0.375) / (k + 0.25)), 0.0)
+
+
+def splits_below(parent: np.ndarray, down: list, sig: np.ndarray, weak: np.ndarray | None = None) -> np.ndarray:
+    """For each node, whether it splits somewhere below into two or more branches that count; with
+    ``weak``, the branches that count are re-read on the way up: a weak branch (one that counts only by
+    the dip rule read without the highest-of-many correction) counts only where it splits below itself.
+
+    ``sig`` marks the branches that count (before the re-reading), ``parent`` and ``down`` as for
+    :func:`branch_elongation`; one pass up the tree, O(nodes). Returns ``below`` (without ``weak``) or the
+    re-read ``sig`` (with it).
+
+    Examples
+    --------
+    >>> par = np.array([4, 4, 5, 5, 6, 6, 6])      # leaves 0-3 in two pairs (4, 5) under the root (6)
+    >>> down = [np.array([0, 1, 2, 3]), np.array([4, 5])]
+    >>> sig = np.array([True, True, True, False, True, True])
+    >>> splits_below(par, down, sig).tolist()
+    [False, False, False, False, True, False]
+    >>> splits_below(par, down, sig, weak=np.array([False, False, False, False, True, True])).tolist()
+    [True, True, True, False, True, False]
+    """
+    nn = sig.size
+    sig = sig.copy()
+    count = np.zeros(nn + 1, dtype=np.int64)
+    below = np.zeros(nn + 1, dtype=bool)
+    for grp in down:  # children before parents
+        below[grp] |= count[grp] >= 2
+        if weak is not None:
+            sig[grp] &= ~weak[grp] | below[grp]
+        np.add.at(count, parent[grp], sig[grp])
+        np.logical_or.at(below, parent[grp], below[grp])
+    return below[:nn] if weak is None else sig

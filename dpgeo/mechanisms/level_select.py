@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
 from .level_chains import CHAIN_PIECE_ELONGATION, chain_merges
-from .level_ridges import blob_chains, branch_elongation, dip_significant
+from .level_ridges import blob_chains, branch_elongation, dip_significant, max_excess_sd, splits_below
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
@@ -97,7 +97,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
                     ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
                     chain_elongation: float | None = None,
-                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION) -> LevelClusters:
+                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
+                    dip_max_correction: float = 0.0, dip_mean_z: float = 0.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -132,6 +133,18 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
         one level value's noise, and the points' Poisson variation): a dip
         counts only where it is significant given the noise (``0``: no such rule).
+    dip_max_correction, dip_mean_z : float
+        The highest-of-many correction: a branch of ``m`` cells that does not
+        split further is read with ``dip_z`` plus ``dip_max_correction`` times
+        the expected excess of the highest of ``m/9`` independent normal values
+        over their mean (:func:`~dpgeo.mechanisms.level_ridges.max_excess_sd`):
+        its peak is the highest of many noisy sums, which noise alone lifts
+        that far above the rest of a flat shape. A branch that falls short of
+        it still counts if its cells' mean ``S̃`` lies ``dip_mean_z`` s.d. of
+        the split level above it (the whole branch rises, not its highest
+        cell), or if it splits below into two or more branches that count
+        (:func:`~dpgeo.mechanisms.level_ridges.splits_below`).
+        ``dip_max_correction=0``: the peak read as one sum (the rule before).
     ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
         A branch whose cells' coordinates vary at least ``ridge_elongation``
         times as much along its long axis as across it (a variance ratio)
@@ -199,6 +212,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     # noisy masses (the unbiased sum of released counts), weights and peaks of every subtree
     mass = np.bincount(tree.cell_node, weights=tree.count.astype(float), minlength=nn + 1)
     wsum = np.bincount(tree.cell_node, weights=w, minlength=nn + 1)
+    ncell = np.bincount(tree.cell_node, minlength=nn + 1).astype(float)  # cells of every subtree, their S̃
+    vsum = np.bincount(tree.cell_node, weights=tree.value.astype(float), minlength=nn + 1)
     peak = np.full(nn + 1, -np.inf)
     own = slice(None)
     if tree.cell_level is not None:
@@ -212,13 +227,20 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     for grp in down:  # children appear at higher thresholds than their parents
         np.add.at(mass, parent[grp], mass[grp])
         np.add.at(wsum, parent[grp], wsum[grp])
+        np.add.at(ncell, parent[grp], ncell[grp])
+        np.add.at(vsum, parent[grp], vsum[grp])
         np.maximum.at(peak, parent[grp], peak[grp])
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
     split = lam[parent[:nn]]
+    split_sd = np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
                 & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
-                & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))))
+                & (peak[:nn] - split >= dip_z * split_sd))
+    if dip_max_correction > 0:  # a flat branch's peak is the highest of its noisy sums: the dip read for that
+        flat = (sig[:nn] & (peak[:nn] - split < (dip_z + dip_max_correction * max_excess_sd(ncell[:nn])) * split_sd)
+                & (vsum[:nn] / np.maximum(ncell[:nn], 1.0) - split < dip_mean_z * split_sd))
+        sig[:nn] = splits_below(parent, down, sig[:nn], weak=flat)
     if ridge_elongation is not None and np.isfinite(ridge_elongation):
         # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
         # density falls deeply and significantly

@@ -27,7 +27,11 @@ parameters only; no budget is spent here. The steps:
    noisy counts, derived from the noise of one neighbourhood sum), and at
    least ``dip_ratio`` times that level (a ridge whose density dips by less
    stays whole) and ``dip_z`` standard deviations of that level's noise and
-   Poisson variation (a dip counts only where it is significant). A branch
+   Poisson variation (a dip counts only where it is significant); with the
+   highest-of-many correction (off by default) a branch of many cells that
+   does not split further, whose peak is the highest of many noisy sums, is
+   read with that many s.d. more unless its cells' mean rises above the
+   split. A branch
    much longer than wide that lies along its long axis from its parent is a
    piece of a ridge (a road, a trail): it counts only where the ridge's
    density falls to half, beyond the noise of both ends (the ridge rule),
@@ -93,6 +97,8 @@ __all__ = [
     "MIN_MASS_SHARE",
     "MIN_DIP_RATIO",
     "MIN_DIP_Z",
+    "DIP_MAX_CORRECTION",
+    "DIP_MEAN_Z",
     "MIN_PROMINENCE_SD",
     "RIDGE_ALIGNMENT",
     "RIDGE_DIP_RATIO",
@@ -129,6 +135,21 @@ MIN_DIP_RATIO = 0.25
 #: noise. One s.d. since the ridge rule below holds long bands and corridors to their own, stricter rule
 #: (two before it, which kept the sparse ends of bands whole at the cost of touching shapes).
 MIN_DIP_Z = 1.0
+#: The highest-of-many correction of the dip rule: a branch of ``m`` cells that does not split further is
+#: read with ``MIN_DIP_Z`` plus this many times the expected excess of the highest of its ``m/9`` independent
+#: neighbourhood sums over their mean (Blom's ``Φ⁻¹((k - 3/8)/(k + 1/4))``, ``k = m/9``:
+#: :func:`~dpgeo.mechanisms.level_ridges.max_excess_sd`) — on a flat shape noise alone lifts the highest of
+#: many sums that far, and cuts the shape into pieces whose peaks pass the dip rule. 1: the expectation
+#: itself; 0 (the default): the peak read as one sum. Off by default: on the generated sets it is neutral
+#: at ε = 1 and gains at ε = 2, but the labelled sets kept apart lose with it (docs/results.md §1b, seventh
+#: comparison) ...
+DIP_MAX_CORRECTION = 0.0
+#: ... unless the branch's cells' mean ``S̃`` lies at least this many s.d. of the split level above it: a
+#: piece of a flat shape is the cells above a cut through the shape's noise, and their mean exceeds the cut
+#: by the mean of a normal tail beyond it (0.73 s.d. for a cut 0.2 s.d. above the shape's level, less for a
+#: higher one); a plateau beside a real dip (a sparse shape beside a gap) rises across its cells. With the
+#: correction at 1, 0.75 is the setting the generated sets chose (docs/results.md §1b, seventh comparison).
+DIP_MEAN_Z = 0.75
 #: A branch whose cells' coordinates vary at least this many times as much along its long axis as across it
 #: (a ratio of variances: 6 is about 2.5 times longer than wide), and which lies along that axis from its
 #: parent, is a piece of a ridge — a road, a trail, a river bank — whose density varies along it ...
@@ -335,7 +356,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
                    ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
                    chain_elongation: float | None = CHAIN_ELONGATION,
-                   chain_piece_elongation: float = CHAIN_PIECE_ELONGATION):
+                   chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
+                   dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -359,8 +381,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         The map's scale (:func:`scale_mass`): the smallest cluster holds
         ``√n̂`` points, or this share of ``n̂``.
     max_thresholds : int
-    dip_ratio, dip_z, merge_ratio
-        The dip rule and the joining of touching clusters
+    dip_ratio, dip_z, dip_max_correction, dip_mean_z, merge_ratio
+        The dip rule (with its highest-of-many correction, :data:`DIP_MAX_CORRECTION` and
+        :data:`DIP_MEAN_Z`) and the joining of touching clusters
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
     ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
@@ -411,7 +434,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
                                ridge_blob_elongation=ridge_blob_elongation,
-                               chain_elongation=chain_elongation, chain_piece_elongation=chain_piece_elongation)
+                               chain_elongation=chain_elongation, chain_piece_elongation=chain_piece_elongation,
+                               dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
         "density_kernel": "3x3 cells (sum of released counts)",
@@ -426,6 +450,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_prominence": float(min_prominence),
         "min_dip_ratio": float(dip_ratio),
         "min_dip_z": float(dip_z),
+        **({"dip_max_correction": float(dip_max_correction), "dip_mean_z": float(dip_mean_z)}
+           if dip_max_correction else {}),
         **({} if ridge_elongation is None else {
             "ridge_elongation": float(ridge_elongation),
             "ridge_alignment": None if ridge_alignment is None else float(ridge_alignment),
