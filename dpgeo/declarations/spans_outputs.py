@@ -168,7 +168,8 @@ SPANS_OUTPUTS = (
          "and added by the ridge rule"),
     Meta("chain_elongation", "corridor rule: line", "Thresholds",
          "two clusters whose cells meet (or meet across one or two clusters between them) are one corridor when "
-         "together they are at least this many times longer than wide (a ratio of variances) and lie end to end"),
+         "together they are at least this many times longer than wide (a ratio of variances), lie end to end and "
+         "meet at a quarter of the lower peak or more (a corridor broken by a deep gap stays two clusters)"),
     Meta("chain_piece_elongation", "corridor rule: pieces", "Thresholds",
          "... and each of the two is at least this many times longer than wide along the corridor's axis "
          "(round hot spots side by side stay two places)"),
