@@ -38,8 +38,6 @@ CHAIN_MIN_PIECE_CELLS = 4.0
 #: ... and they meet (cells of the two, or of a piece between, side by side) at a density at least this
 #: share of the lower of their peaks: a corridor broken by a deep gap stays two clusters.
 CHAIN_MEET_RATIO = 0.25
-#: Two pieces are joined across at most this many pieces between them (hot spots at crossings).
-MAX_HUBS = 2
 
 
 def _moments(cell_id: np.ndarray, label: np.ndarray, nx: int, k: int) -> np.ndarray:
@@ -147,25 +145,33 @@ def chain_merges(grid, cell_id: np.ndarray, label: np.ndarray, core: np.ndarray,
     m = _moments(cell_id[core], label[core], grid.nx, k)
     ok = _end_to_end(m, pa, pb, None, elongation, piece_elongation, min_piece_cells)
     ok &= meet_at >= meet_ratio * np.minimum(peak[pa], peak[pb])  # not across a deep gap
-    # two pieces on either side of a third that meets both (a hot spot at a crossing, often round or
-    # across the line): the three are one corridor when the two lie end to end across it
+    # two pieces on either side of one or two others that meet them (a hot spot at a crossing, often
+    # round or across the line): all are one corridor when the two lie end to end across them
     adj = coo_matrix((np.ones(pa.size), (pa, pb)), shape=(k + 1, k + 1)).tocsr()
     adj = ((adj + adj.T) > 0).astype(np.int64)
+    end = _can_end(m, piece_elongation, min_piece_cells)  # only a long piece can be an end
     rows, cols = [pa[ok]], [pb[ok]]
-    from scipy.sparse import identity
-
-    reach, seen = adj.copy(), ((adj + identity(k + 1, dtype=np.int64, format="csr")) > 0).astype(np.int64)
-    for _ in range(MAX_HUBS):  # one or two pieces between them
-        reach = ((reach @ adj) > 0).astype(np.int64)
-        new = (reach - reach.multiply(seen)).tocoo()
-        seen = ((seen + reach) > 0).astype(np.int64)
-        keep = new.row < new.col
-        qa, qb = new.row[keep], new.col[keep]
+    two = ((adj @ adj) > 0).astype(np.int64)
+    three = ((two @ adj) > 0).astype(np.int64)
+    for far, near in ((two, None), (three, two)):  # one piece between, then two
+        q = far.tocoo()
+        keep = (q.row < q.col) & end[q.row] & end[q.col]
+        qa, qb = q.row[keep].astype(np.int64), q.col[keep].astype(np.int64)
         if qa.size == 0:
-            break
-        # the pieces between: every cluster next to either end that lies on a shortest way between them
-        hubs = [_between(adj, int(i), int(j)) for i, j in zip(qa, qb)]
-        hm = np.stack([m[h].sum(axis=0) for h in hubs]) if hubs else np.zeros((0, 6))
+            continue
+        closer = np.asarray(adj[qa, qb]).ravel() > 0
+        if near is not None:
+            closer |= np.asarray(near[qa, qb]).ravel() > 0
+        qa, qb = qa[~closer], qb[~closer]
+        if qa.size == 0:
+            continue
+        # the pieces between: on a shortest way through clusters that meet
+        if near is None:
+            hubs = [adj[i].multiply(adj[j]).indices for i, j in zip(qa, qb)]
+        else:
+            hubs = [np.union1d(adj[i].multiply(near[j]).indices, adj[j].multiply(near[i]).indices)
+                    for i, j in zip(qa, qb)]
+        hm = np.stack([m[h].sum(axis=0) for h in hubs])
         ok3 = _end_to_end(m, qa, qb, hm, elongation, piece_elongation, min_piece_cells)
         # each end meets a piece between at a density not far below the lower of the two ends' peaks
         floor = meet_ratio * np.minimum(peak[qa], peak[qb])
@@ -184,14 +190,13 @@ def chain_merges(grid, cell_id: np.ndarray, label: np.ndarray, core: np.ndarray,
     return renumber_groups(comp)
 
 
-def _between(adj, i: int, j: int) -> np.ndarray:
-    """The clusters on the shortest ways from cluster ``i`` to cluster ``j`` (neither end), by breadth."""
-    from scipy.sparse.csgraph import shortest_path
-
-    d = shortest_path(adj, unweighted=True, indices=[i, j])
-    total = d[0, j]
-    on = np.flatnonzero(np.isclose(d[0] + d[1], total))
-    return on[(on != i) & (on != j)]
+def _can_end(m, piece_elongation, min_piece_cells):
+    """Per label: long enough, and as much longer than wide along its own long axis, to be a corridor's end
+    (a piece that passes :func:`_end_to_end`'s test along any axis passes this one)."""
+    vxx, vyy, vxy = _covariance(m)
+    half, root = (vxx + vyy) / 2, np.sqrt(((vxx - vyy) / 2) ** 2 + vxy ** 2)
+    return ((m[:, 0] > 0) & (half + root >= piece_elongation * np.maximum(half - root, 1.0 / 12))
+            & (12 * (half + root) >= min_piece_cells ** 2))
 
 
 def _end_to_end(m, pa, pb, hub, elongation, piece_elongation, min_piece_cells):
