@@ -61,6 +61,7 @@ from .levels import (
     MIN_PROMINENCE_SD,
     LevelClusters,
     density_levels,
+    level_noise,
     scale_mass,
     sum_noise_sd,
 )
@@ -212,7 +213,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
                      ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
                      fallback_refinement: float = FALLBACK_REFINEMENT,
-                     few_cells_scale: float = FEW_CELLS_SCALE) -> AutoSpans:
+                     few_cells_scale: float = FEW_CELLS_SCALE, kernel: str = "box",
+                     few_cells_kernel: str = "box") -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -247,6 +249,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         cells, where no block size's occupied blocks hold enough of ``n̂``
         (1: the uniform width, the rule before;
         :data:`~dpgeo.mechanisms.concentration.FALLBACK_REFINEMENT`).
+    kernel, few_cells_kernel
+        The density of the tree of levels on maps with more cells and with few (the uniform rule's grid
+        has at most 1,024): ``box`` (the sum of the 3×3 released counts, the rule before) or ``binomial``
+        (their 1-2-1 weighted sum, which blurs a gap about one cell wide less;
+        :func:`~dpgeo.mechanisms.levels.binomial_sums`). Post-processing of the released histogram.
     few_cells_scale
         With few cells (the uniform rule's grid has at most 1,024), a cluster
         holds at least this share of the map's scale ``min_mass_share``
@@ -320,15 +327,16 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     q = discrete_laplace_q(eps1, sensitivity)
     scale = few_cells_scale if few else 1.0  # few cells: a small noisy total, whose groups hold fewer than √n̂
     min_mass = max(MIN_MASS_SD * sum_noise_sd(q), scale * scale_mass(max(n_hat, 0), min_mass_share))
+    kern = few_cells_kernel if few else kernel
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), min_mass=min_mass,
                                         extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
-                                        min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
+                                        min_prominence=prominence_sd * level_noise(q, kern)[0], dip_ratio=dip_ratio,
                                         merge_ratio=merge_ratio, dip_z=dip_z,
                                         ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                         ridge_min_length_cells=ridge_min_length_cells,
-                                        ridge_blob_elongation=ridge_blob_elongation)
+                                        ridge_blob_elongation=ridge_blob_elongation, kernel=kern)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "
@@ -349,7 +357,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         "cell_width_m": grid.cell_m,
         "n_cells": grid.n_cells,
         "noise_sd_of_cell": math.sqrt(discrete_laplace_variance(q)),
-        "noise_sd_of_level": sum_noise_sd(q),
+        "noise_sd_of_level": level_noise(q, kern)[0],
         "gamma_all_levels": float(gamma),
         "gamma_beta": beta,
     })

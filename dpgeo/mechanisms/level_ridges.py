@@ -108,14 +108,15 @@ def blob_chains(parent: np.ndarray, down: list, blob: np.ndarray) -> np.ndarray:
     return chain
 
 
-def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float) -> np.ndarray:
+def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float,
+                    level_variance: float = 1.0) -> np.ndarray:
     """Whether a branch rises above the level where it joins its sibling by a dip that is deep and real.
 
     The branch's ``peak`` less ``dip_z`` standard deviations of it must be at
     least ``1 + dip_ratio`` times the ``split`` level plus ``dip_z`` standard
     deviations of it; a level's standard deviation is ``√(noise_sd² + level)``
     (the noise of one 3×3 sum, ``noise_sd``, and the points' Poisson
-    variation). Both ends are read conservatively: the peak is the highest of
+    variation, ``level_variance`` times the level). Both ends are read conservatively: the peak is the highest of
     many noisy sums and the split level the lowest on the best path between
     the branches, so noise alone makes a gentle slope look like a dip; a
     ridge whose density dips by less than ``dip_ratio`` of its level (a road,
@@ -127,6 +128,6 @@ def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: fl
     array([False,  True])
     """
     peak, split = np.asarray(peak, dtype=float), np.asarray(split, dtype=float)
-    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + np.maximum(peak, 0.0))
-    hi = split + dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
+    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(peak, 0.0))
+    hi = split + dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(split, 0.0))
     return lo - hi >= dip_ratio * np.maximum(hi, 0.0)

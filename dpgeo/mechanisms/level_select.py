@@ -94,7 +94,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     grow_steps: int | None = GROW_STEPS, dip_ratio: float = 0.0, dip_z: float = 0.0, noise_sd: float = 0.0,
                     merge_ratio: float | None = None, ridge_elongation: float | None = None,
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
-                    ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None) -> LevelClusters:
+                    ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
+                    level_variance: float = 1.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -129,6 +130,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
         one level value's noise, and the points' Poisson variation): a dip
         counts only where it is significant given the noise (``0``: no such rule).
+    level_variance : float
+        The points' Poisson variance of a level ``t`` is ``level_variance · t`` (1: a sum of counts).
     ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
         A branch whose cells' coordinates vary at least ``ridge_elongation``
         times as much along its long axis as across it (a variance ratio)
@@ -211,7 +214,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     split = lam[parent[:nn]]
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
                 & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
-                & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))))
+                & (peak[:nn] - split >= dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(split, 0.0))))
     if ridge_elongation is not None and np.isfinite(ridge_elongation):
         # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
         # density falls deeply and significantly
@@ -221,7 +224,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
             # a row of round blobs, each significant by the dip rule, is not a ridge
             ridge &= ~blob_chains(parent, down, sig[:nn] & (raw < ridge_blob_elongation))
         sig[:nn] &= ~ridge | dip_significant(peak[:nn], split, dip_ratio=ridge_dip_ratio, dip_z=ridge_dip_z,
-                                             noise_sd=noise_sd)
+                                             noise_sd=noise_sd, level_variance=level_variance)
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)

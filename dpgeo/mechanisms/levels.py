@@ -93,6 +93,7 @@ __all__ = [
     "MIN_DIP_RATIO",
     "MIN_DIP_Z",
     "MIN_PROMINENCE_SD",
+    "KERNELS",
     "RIDGE_ALIGNMENT",
     "RIDGE_DIP_RATIO",
     "RIDGE_DIP_Z",
@@ -102,16 +103,21 @@ __all__ = [
     "LevelClusters",
     "LevelTree",
     "adjacent_pairs",
+    "binomial_sums",
     "box_sums",
     "build_level_tree",
     "density_levels",
     "fdr_cells",
+    "level_noise",
     "grow_labels",
     "scale_mass",
     "select_clusters",
     "sum_noise_sd",
 ]
 
+#: The density kernel of the tree of levels: ``box`` (the sum of the 3×3 released counts) or ``binomial``
+#: (their ``[1, 2, 1] ⊗ [1, 2, 1]`` weighted sum, in the box's units: :func:`binomial_sums`).
+KERNELS = ("box", "binomial")
 #: Default false-discovery rate of the floor (the share of shown cells whose neighbourhood is truly empty).
 DEFAULT_FDR = 0.1
 #: A cluster holds at least this many standard deviations of one neighbourhood sum's noise, in noisy points ...
@@ -177,6 +183,53 @@ def box_sums(hist: NoisyHistogram) -> np.ndarray:
     if hist.kind != "dense":
         raise ParameterError("density levels need a dense histogram")
     return neighbourhood_sums(hist, BOX_OFFSETS)
+
+
+def binomial_sums(hist: NoisyHistogram) -> np.ndarray:
+    """``(ny, nx)`` int64 binomial-weighted 3×3 sums of the released counts, in box units (dense histograms).
+
+    The weights ``[1, 2, 1] ⊗ [1, 2, 1]`` (a cell 4, its edge neighbours 2, its corners 1) scaled by 9/16 so
+    that a uniform density has the level of :func:`box_sums`, rounded to the nearest integer: a kernel that
+    blurs a gap about one cell wide less than the box.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.histogram import NoisyHistogram
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 40, 30), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> h = NoisyHistogram(g, "dense", np.arange(12), np.r_[16, np.zeros(11, int)], 1.0, 1, 0.37)
+    >>> binomial_sums(h).tolist()
+    [[36, 18, 0, 0], [18, 9, 0, 0], [0, 0, 0, 0]]
+    """
+    if hist.kind != "dense":
+        raise ParameterError("density levels need a dense histogram")
+    w16 = np.zeros((hist.grid.ny, hist.grid.nx), dtype=np.int64)
+    for dx, dy in BOX_OFFSETS.tolist():
+        w = (2 - abs(dx)) * (2 - abs(dy))
+        w16 += w * neighbourhood_sums(hist, np.array([(dx, dy)], dtype=np.int64))
+    return (9 * w16 + 8) // 16
+
+
+def level_noise(q: float, kernel: str = "box") -> tuple[float, float]:
+    """``(s.d. of a level's noise, Poisson variance of a level per unit of level)`` of a kernel's sums.
+
+    ``box``: ``√(9 Var)`` and 1 (a sum of counts). ``binomial``: the weights ``9w/16`` give
+    ``√(Σ(9w/16)² Var)`` (1.125 times the box's) and ``Σ(9w/16)² / Σ(9w/16)`` = 1.27 for a uniform density.
+
+    Examples
+    --------
+    >>> import math
+    >>> [round(v, 3) for v in level_noise(math.exp(-1.0), "binomial")]
+    [4.58, 1.266]
+    """
+    if kernel not in KERNELS:
+        raise ParameterError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "box":
+        return sum_noise_sd(q), 1.0
+    w2 = sum(((2 - abs(dx)) * (2 - abs(dy)) * 9 / 16) ** 2 for dx, dy in BOX_OFFSETS.tolist())
+    return math.sqrt(w2 * discrete_laplace_variance(q)), w2 / 9.0
 
 
 def sum_noise_sd(q: float, kappa: int = 9) -> float:
@@ -332,7 +385,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                    ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
-                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION):
+                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION, kernel: str = "box"):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -361,6 +414,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
     ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
+    kernel : {"box", "binomial"}
+        The density of the tree of levels (:data:`KERNELS`); the floor is always the box's test.
+        ``min_prominence`` is then in the kernel's levels (:func:`level_noise`).
 
     Returns
     -------
@@ -391,6 +447,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         min_prominence = MIN_PROMINENCE_SD * sd
     around = _neighbours_in_universe(hist.grid)
     cells, p_cut = fdr_cells(hist, sums, fdr, around)
+    level_sd, level_var = level_noise(hist.q, kernel)
+    if kernel != "box":  # the floor's cells stay those of the box's test; their levels are the kernel's
+        sums = binomial_sums(hist)
     value = sums.ravel()[cells]
     # the floor: the lowest kept sum of the cells whose whole neighbourhood is in the universe (cells on the
     # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born)
@@ -401,14 +460,16 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
-                               dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
+                               dip_z=dip_z, noise_sd=level_sd, level_variance=level_var,
+                               ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
                                ridge_blob_elongation=ridge_blob_elongation)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
-        "density_kernel": "3x3 cells (sum of released counts)",
-        "noise_sd_of_level": sd,
+        "density_kernel": "3x3 cells (sum of released counts)" if kernel == "box" else
+        "3x3 cells (binomial weights 1-2-1 x 1-2-1 of the released counts, scaled by 9/16)",
+        "noise_sd_of_level": level_sd,
         "floor_rule": "Benjamini-Hochberg over all universe cells, null: no point in the 3x3 neighbourhood",
         "floor_fdr": float(fdr),
         "floor_p_value_cut": p_cut,
