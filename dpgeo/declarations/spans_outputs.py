@@ -142,6 +142,10 @@ SPANS_OUTPUTS = (
          "(0.25: a peak 1.25 times that level)"),
     Meta("min_dip_z", "dip rule: significance", "Thresholds",
          "a branch must also rise this many noise standard deviations above its split level"),
+    Meta("gap_z", "gap rule: occupied cells", "Thresholds",
+         "a cluster whose child clusters are compact groups with only cells of a released count below this many "
+         "standard deviations of one cell's noise between them is never chosen over them (none: excess of mass "
+         "alone)"),
     Meta("ridge_elongation", "ridge rule: elongation", "Thresholds",
          "a branch whose cells vary at least this many times as much along its long axis as across it (a "
          "ratio of variances: 4 is twice as long as wide), lying along that axis from its parent, "

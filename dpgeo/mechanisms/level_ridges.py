@@ -1,4 +1,4 @@
-"""Which branches of the tree of density levels are significant: the dip rule and the ridge rule.
+"""Which branches of the tree of density levels are significant: the dip rule and the ridge rule; the gap rule.
 
 Part of :mod:`dpgeo.mechanisms.levels` (post-processing of one released
 histogram; no budget), used by :func:`dpgeo.mechanisms.level_select.select_clusters`.
@@ -10,15 +10,24 @@ road, a trail, a river bank — whose density varies along it; it is held to a
 stricter dip, so that a ridge is cut only where its density falls to half —
 unless it is a row of round blobs, not a ridge (:func:`blob_chains`): a branch
 that itself splits into round branches, each significant by the dip rule.
+A cluster whose child clusters are compact groups with only cells of no
+significant count between them is never chosen over them (the gap rule,
+:func:`gap_joined`): what joins them is the 3×3 sums' blur across a gap.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
-from .level_tree import LevelTree
+from .level_tree import LevelTree, adjacent_pairs
 
-__all__ = ["blob_chains", "branch_elongation", "dip_significant"]
+__all__ = ["COMPACT_SHARE", "blob_chains", "branch_elongation", "dip_significant", "gap_joined"]
+
+#: The gap rule: a child cluster is a compact group when one component of the occupied cells holds at least
+#: this share of its points (half: most of it; not tuned).
+COMPACT_SHARE = 0.5
 
 
 def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
@@ -131,3 +140,61 @@ def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: fl
     lo = peak - dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(peak, 0.0))
     hi = split + dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(split, 0.0))
     return lo - hi >= dip_ratio * np.maximum(hi, 0.0)
+
+
+def gap_joined(tree: LevelTree, cell_entry: np.ndarray, par: np.ndarray, occupied: np.ndarray,
+               compact_share: float = COMPACT_SHARE) -> np.ndarray:
+    """For each condensed-tree entry, whether two of its child entries are compact groups apart: each holds
+    at least ``compact_share`` of its points in one component of the ``occupied`` cells (8 neighbours), and
+    those components differ — nothing but unoccupied cells lies between them.
+
+    ``cell_entry`` is the deepest entry of each cell of the tree, ``par`` each entry's parent (children
+    before parents, as :func:`~dpgeo.mechanisms.level_select.select_clusters` numbers them),
+    ``occupied`` a mask of the tree's cells; a cell's points are its released count (at least 0). A
+    diffuse child (no component holds that share of it) is never apart: the test is for groups whose
+    points stand out cell by cell. A Python loop over the entries and their children only (tens).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 50, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> t = build_level_tree(g, np.arange(5), np.array([9, 5, 3, 5, 9]), np.array([9, 0, 0, 0, 9]))
+    >>> entry, par = np.array([0, 2, 2, 2, 1]), np.array([2, 2, -1])   # two children, empty cells between
+    >>> gap_joined(t, entry, par, t.count >= 2).tolist(), gap_joined(t, entry, par, t.count >= 0).tolist()
+    ([False, False, True], [False, False, False])
+    """
+    n_entries = par.size
+    a, b = tree.pairs if tree.pairs is not None else adjacent_pairs(tree.grid, tree.cell_id)
+    keep = occupied[a] & occupied[b]
+    _, comp = connected_components(coo_matrix((np.ones(int(keep.sum())), (a[keep], b[keep])),
+                                              shape=(occupied.size, occupied.size)), directed=False)
+    w = np.maximum(tree.count, 0).astype(float)
+    total = np.bincount(cell_entry, weights=w, minlength=n_entries)
+    on = np.flatnonzero(occupied & (w > 0))
+    key = cell_entry[on].astype(np.int64) * (comp.max() + 1) + comp[on]
+    uk, inv = np.unique(key, return_inverse=True)
+    m = np.bincount(inv, weights=w[on])
+    held = [dict() for _ in range(n_entries)]  # entry -> {occupied component: its points in the entry}
+    for k, v in zip(uk.tolist(), m.tolist()):
+        held[k // (comp.max() + 1)][k % (comp.max() + 1)] = v
+    kids = [[] for _ in range(n_entries)]
+    for e in range(n_entries):  # children come before their parents: each entry's counts include theirs
+        if par[e] >= 0:
+            p = par[e]
+            kids[p].append(e)
+            total[p] += total[e]
+            for c, v in held[e].items():
+                held[p][c] = held[p].get(c, 0.0) + v
+    out = np.zeros(n_entries, dtype=bool)
+    for e in range(n_entries):
+        cores = set()
+        for k in kids[e]:
+            if held[k]:
+                c, v = max(held[k].items(), key=lambda cv: cv[1])
+                if v >= compact_share * total[k]:
+                    cores.add(c)
+        out[e] = len(cores) >= 2
+    return out

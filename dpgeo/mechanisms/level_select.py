@@ -16,7 +16,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
-from .level_ridges import blob_chains, branch_elongation, dip_significant
+from .level_ridges import blob_chains, branch_elongation, dip_significant, gap_joined
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
@@ -95,7 +95,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     merge_ratio: float | None = None, ridge_elongation: float | None = None,
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
                     ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
-                    level_variance: float = 1.0) -> LevelClusters:
+                    level_variance: float = 1.0, gap_z: float | None = None,
+                    cell_noise_sd: float = 0.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -130,6 +131,11 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ``t`` itself, ``√(noise_sd² + t)`` (its noise, ``noise_sd`` the s.d. of
         one level value's noise, and the points' Poisson variation): a dip
         counts only where it is significant given the noise (``0``: no such rule).
+    gap_z, cell_noise_sd : float or None, float
+        A cluster two of whose child clusters are compact groups with only cells whose own released count
+        is below ``gap_z`` standard deviations of one cell's noise (``cell_noise_sd``) between them is
+        never chosen over its children: what joins them is the 3×3 kernel's blur across a gap, not points
+        (:func:`~dpgeo.mechanisms.level_ridges.gap_joined`, the gap rule). None: no such rule (excess of mass alone).
     level_variance : float
         The points' Poisson variance of a level ``t`` is ``level_variance · t`` (1: a sum of counts).
     ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
@@ -257,12 +263,15 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     has_child = np.zeros(starts.size, dtype=bool)
     has_child[cpar[ch]] = True
     top[cpar[ch]] = birth[ch]  # a cluster that splits ends where it splits
+    gapped = np.zeros(starts.size, dtype=bool)
+    if gap_z is not None and ch.size:
+        gapped = gap_joined(tree, cell_cluster, cpar, tree.count >= gap_z * cell_noise_sd)
     # excess-of-mass selection, bottom-up; the root is never chosen
     chosen = np.zeros(starts.size, dtype=bool)
     value = stab.copy()
     child_sum = np.zeros(starts.size)
     for i in range(starts.size - 1):
-        if has_child[i] and (selection == "leaf" or child_sum[i] > stab[i]):
+        if has_child[i] and (selection == "leaf" or child_sum[i] > stab[i] or gapped[i]):
             value[i] = child_sum[i]
         else:
             chosen[i] = True

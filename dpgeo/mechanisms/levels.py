@@ -86,6 +86,7 @@ __all__ = [
     "DEFAULT_FDR",
     "EXTENTS",
     "FEW_CELLS_SCALE",
+    "GAP_Z",
     "GROW_STEPS",
     "MAX_THRESHOLDS",
     "MIN_MASS_SD",
@@ -158,6 +159,14 @@ RIDGE_DIP_RATIO = 1.0
 RIDGE_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
+#: The gap rule: a cluster two of whose child clusters are compact groups (half their points or more in one
+#: component of cells whose own released count is at least this many s.d. of one cell's noise, 8 neighbours)
+#: in different such components is never chosen over its children — nothing but cells without a significant
+#: count lies between them; what joins them in the tree is the 3×3 sums' blur across a gap about a cell wide
+#: (generated ``clumps``: five groups 1–1.5 km apart in one cluster at 450 m cells). Chosen on the generated
+#: sets (docs/results.md §1b, seventh comparison: 0.75–1 give the same counts at ε = 1, ≥ 2 at ε ≈ 0.7;
+#: 1.5 and 2 cut rings and thin curves into their pieces). None: excess of mass alone, the rule before.
+GAP_Z = 1.0
 #: Spans without a radius with few cells (the uniform rule's grid has at most 1,024 cells: a small noisy
 #: total) ask a cluster to hold this share of that scale, ``0.6 √n̂`` (still at least ``MIN_MASS_SD`` s.d.):
 #: few points in many small groups (generated ``clumps``: 8–20 groups of 25–60 points) hold fewer than
@@ -385,7 +394,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                    ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
-                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION, kernel: str = "box"):
+                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION, kernel: str = "box",
+                   gap_z: float | None = GAP_Z):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -417,6 +427,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     kernel : {"box", "binomial"}
         The density of the tree of levels (:data:`KERNELS`); the floor is always the box's test.
         ``min_prominence`` is then in the kernel's levels (:func:`level_noise`).
+    gap_z : float or None
+        A cluster whose child clusters are joined only through cells whose released count is below this
+        many s.d. of one cell's noise is never chosen over them
+        (:func:`~dpgeo.mechanisms.level_select.gap_joined`); None: no such rule.
 
     Returns
     -------
@@ -460,7 +474,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
-                               dip_z=dip_z, noise_sd=level_sd, level_variance=level_var,
+                               dip_z=dip_z, noise_sd=level_sd, level_variance=level_var, gap_z=gap_z,
+                               cell_noise_sd=math.sqrt(discrete_laplace_variance(hist.q)),
                                ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
@@ -480,6 +495,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_prominence": float(min_prominence),
         "min_dip_ratio": float(dip_ratio),
         "min_dip_z": float(dip_z),
+        "gap_z": None if gap_z is None else float(gap_z),
         **({} if ridge_elongation is None else {
             "ridge_elongation": float(ridge_elongation),
             "ridge_alignment": None if ridge_alignment is None else float(ridge_alignment),
