@@ -462,3 +462,17 @@ def test_binomial_level_noise_is_that_of_its_sums():
     assert inner.std() == pytest.approx(sd, rel=0.04)
     with pytest.raises(ParameterError, match="kernel"):
         levels.level_noise(h.q, "gauss")
+
+
+def test_a_near_tie_of_excess_of_mass_shows_the_children():
+    """Two bumps of 30 points joined at level 26 and a third apart: the joined cluster's excess of mass
+    (1,365) exceeds its children's together (1,360) by less than :data:`levels.EOM_MARGIN` of theirs, so the
+    children are chosen (three clusters); with ``eom_margin=0`` (the rule before) the larger wins (two)."""
+    g = _grid(11, 1)
+    v = np.array([26, 60, 26, 26, 26, 60, 26, 5, 30, 60, 30])
+    t = build_level_tree(g, np.arange(11), v, np.array([5, 20, 5, 5, 5, 20, 5, 1, 5, 20, 5]))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", base_level=4)
+    before = select_clusters(t, eom_margin=0.0, **kw)
+    assert before.n_clusters == 2 and before.nodes["stability"].tolist()[:4] == [680, 680, 1350, 1365]
+    assert select_clusters(t, eom_margin=levels.EOM_MARGIN, **kw).n_clusters == 3
+    assert 1365 < (1 + levels.EOM_MARGIN) * 1360

@@ -46,6 +46,8 @@ from .concentration import (
 )
 from .levels import (
     DEFAULT_FDR,
+    EOM_MARGIN,
+    FEW_CELLS_KERNEL,
     FEW_CELLS_SCALE,
     GAP_Z,
     GROW_STEPS,
@@ -215,7 +217,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
                      fallback_refinement: float = FALLBACK_REFINEMENT,
                      few_cells_scale: float = FEW_CELLS_SCALE, kernel: str = "box",
-                     few_cells_kernel: str = "box", gap_z: float | None = GAP_Z) -> AutoSpans:
+                     few_cells_kernel: str = FEW_CELLS_KERNEL, gap_z: float | None = GAP_Z,
+                     eom_margin: float = EOM_MARGIN) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -254,12 +257,17 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         The density of the tree of levels on maps with more cells and with few (the uniform rule's grid
         has at most 1,024): ``box`` (the sum of the 3×3 released counts, the rule before) or ``binomial``
         (their 1-2-1 weighted sum, which blurs a gap about one cell wide less;
-        :func:`~dpgeo.mechanisms.levels.binomial_sums`). Post-processing of the released histogram.
+        :func:`~dpgeo.mechanisms.levels.binomial_sums`; with few cells the default,
+        :data:`~dpgeo.mechanisms.levels.FEW_CELLS_KERNEL`). Post-processing of the released histogram.
     gap_z
         The gap rule (:data:`~dpgeo.mechanisms.levels.GAP_Z`): a cluster whose child clusters are
         compact groups with only cells of no significant count between them is never chosen over
         them (None: excess of mass alone, the rule before), as for
         :func:`~dpgeo.mechanisms.level_select.select_clusters`.
+    eom_margin
+        A cluster is chosen over its child clusters only when its excess of mass exceeds theirs by more
+        than this share (:data:`~dpgeo.mechanisms.levels.EOM_MARGIN`; 0: excess of mass alone, the rule
+        before).
     few_cells_scale
         With few cells (the uniform rule's grid has at most 1,024), a cluster
         holds at least this share of the map's scale ``min_mass_share``
@@ -343,7 +351,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                         ridge_min_length_cells=ridge_min_length_cells,
                                         ridge_blob_elongation=ridge_blob_elongation, kernel=kern,
-                                        gap_z=gap_z)
+                                        gap_z=gap_z, eom_margin=eom_margin)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

@@ -96,7 +96,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
                     ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
                     level_variance: float = 1.0, gap_z: float | None = None,
-                    cell_noise_sd: float = 0.0) -> LevelClusters:
+                    cell_noise_sd: float = 0.0, eom_margin: float = 0.0) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -136,6 +136,9 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         is below ``gap_z`` standard deviations of one cell's noise (``cell_noise_sd``) between them is
         never chosen over its children: what joins them is the 3×3 kernel's blur across a gap, not points
         (:func:`~dpgeo.mechanisms.level_ridges.gap_joined`, the gap rule). None: no such rule (excess of mass alone).
+    eom_margin : float
+        ``eom``: a cluster is chosen over its child clusters only when its excess of mass exceeds the sum of
+        theirs by more than this share (a near-tie is within the noise; 0: HDBSCAN's rule).
     level_variance : float
         The points' Poisson variance of a level ``t`` is ``level_variance · t`` (1: a sum of counts).
     ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
@@ -271,7 +274,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     value = stab.copy()
     child_sum = np.zeros(starts.size)
     for i in range(starts.size - 1):
-        if has_child[i] and (selection == "leaf" or child_sum[i] > stab[i] or gapped[i]):
+        if has_child[i] and (selection == "leaf" or (1.0 + eom_margin) * child_sum[i] > stab[i] or gapped[i]):
             value[i] = child_sum[i]
         else:
             chosen[i] = True

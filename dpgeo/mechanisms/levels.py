@@ -85,6 +85,8 @@ __all__ = [
     "BOX_OFFSETS",
     "DEFAULT_FDR",
     "EXTENTS",
+    "EOM_MARGIN",
+    "FEW_CELLS_KERNEL",
     "FEW_CELLS_SCALE",
     "GAP_Z",
     "GROW_STEPS",
@@ -167,6 +169,18 @@ MIN_MASS_SHARE = "sqrt"
 #: sets (docs/results.md §1b, seventh comparison: 0.75–1 give the same counts at ε = 1, ≥ 2 at ε ≈ 0.7;
 #: 1.5 and 2 cut rings and thin curves into their pieces). None: excess of mass alone, the rule before.
 GAP_Z = 1.0
+#: Excess of mass chooses a cluster over its child clusters only when its excess of mass is larger than
+#: theirs together by more than this share: a near-tie is within the noise of the released levels, and then
+#: the children are shown (the levels layer keeps the cluster they make together). Chosen on the generated
+#: sets with the binomial kernel on few cells (docs/results.md §1b, seventh comparison: 0.05–0.25 all pass
+#: the criterion written there, 0.1 the best mean at ε = 1); 0: excess of mass alone, the rule before.
+EOM_MARGIN = 0.1
+#: Spans without a radius with few cells (the uniform rule's grid has at most 1,024 cells) read the levels
+#: through the binomial kernel (:func:`binomial_sums`): their cells are wide (hundreds of metres in a 10 km
+#: study area), and the box's 3×3 sums fill a gap about one cell wide between small groups. Chosen on the
+#: generated sets (docs/results.md §1b, seventh comparison; on every map it costs trails, gradients and
+#: touching shapes); ``box`` is the rule before.
+FEW_CELLS_KERNEL = "binomial"
 #: Spans without a radius with few cells (the uniform rule's grid has at most 1,024 cells: a small noisy
 #: total) ask a cluster to hold this share of that scale, ``0.6 √n̂`` (still at least ``MIN_MASS_SD`` s.d.):
 #: few points in many small groups (generated ``clumps``: 8–20 groups of 25–60 points) hold fewer than
@@ -395,7 +409,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                    ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
                    ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION, kernel: str = "box",
-                   gap_z: float | None = GAP_Z):
+                   gap_z: float | None = GAP_Z, eom_margin: float = EOM_MARGIN):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -430,7 +444,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     gap_z : float or None
         A cluster whose child clusters are joined only through cells whose released count is below this
         many s.d. of one cell's noise is never chosen over them
-        (:func:`~dpgeo.mechanisms.level_select.gap_joined`); None: no such rule.
+        (:func:`~dpgeo.mechanisms.level_ridges.gap_joined`); None: no such rule.
+    eom_margin : float
+        A cluster is chosen over its child clusters only when its excess of mass exceeds theirs by more
+        than this share (:data:`EOM_MARGIN`; 0: excess of mass alone).
 
     Returns
     -------
@@ -475,7 +492,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
                                dip_z=dip_z, noise_sd=level_sd, level_variance=level_var, gap_z=gap_z,
-                               cell_noise_sd=math.sqrt(discrete_laplace_variance(hist.q)),
+                               cell_noise_sd=math.sqrt(discrete_laplace_variance(hist.q)), eom_margin=eom_margin,
                                ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
@@ -496,6 +513,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_dip_ratio": float(dip_ratio),
         "min_dip_z": float(dip_z),
         "gap_z": None if gap_z is None else float(gap_z),
+        "eom_margin": float(eom_margin),
         **({} if ridge_elongation is None else {
             "ridge_elongation": float(ridge_elongation),
             "ridge_alignment": None if ridge_alignment is None else float(ridge_alignment),
