@@ -152,7 +152,8 @@ def gap_joined(tree: LevelTree, cell_entry: np.ndarray, par: np.ndarray, occupie
     before parents, as :func:`~dpgeo.mechanisms.level_select.select_clusters` numbers them),
     ``occupied`` a mask of the tree's cells; a cell's points are its released count (at least 0). A
     diffuse child (no component holds that share of it) is never apart: the test is for groups whose
-    points stand out cell by cell. A Python loop over the entries and their children only (tens).
+    points stand out cell by cell. Vectorised: each (entry, component) pair is repeated once for every entry
+    above it (O(pairs × depth)); one pass over the entries adds up their totals.
 
     Examples
     --------
@@ -167,34 +168,46 @@ def gap_joined(tree: LevelTree, cell_entry: np.ndarray, par: np.ndarray, occupie
     ([False, False, True], [False, False, False])
     """
     n_entries = par.size
+    out = np.zeros(n_entries, dtype=bool)
     a, b = tree.pairs if tree.pairs is not None else adjacent_pairs(tree.grid, tree.cell_id)
     keep = occupied[a] & occupied[b]
-    _, comp = connected_components(coo_matrix((np.ones(int(keep.sum())), (a[keep], b[keep])),
+    _, comp = connected_components(coo_matrix((np.ones(int(keep.sum()), dtype=np.int8), (a[keep], b[keep])),
                                               shape=(occupied.size, occupied.size)), directed=False)
     w = np.maximum(tree.count, 0).astype(float)
+    # each entry's points (its own cells' and those of every entry below it): up the tree, children first
     total = np.bincount(cell_entry, weights=w, minlength=n_entries)
-    on = np.flatnonzero(occupied & (w > 0))
-    key = cell_entry[on].astype(np.int64) * (comp.max() + 1) + comp[on]
-    uk, inv = np.unique(key, return_inverse=True)
-    m = np.bincount(inv, weights=w[on])
-    held = [dict() for _ in range(n_entries)]  # entry -> {occupied component: its points in the entry}
-    for k, v in zip(uk.tolist(), m.tolist()):
-        held[k // (comp.max() + 1)][k % (comp.max() + 1)] = v
-    kids = [[] for _ in range(n_entries)]
-    for e in range(n_entries):  # children come before their parents: each entry's counts include theirs
-        if par[e] >= 0:
-            p = par[e]
-            kids[p].append(e)
-            total[p] += total[e]
-            for c, v in held[e].items():
-                held[p][c] = held[p].get(c, 0.0) + v
-    out = np.zeros(n_entries, dtype=bool)
     for e in range(n_entries):
-        cores = set()
-        for k in kids[e]:
-            if held[k]:
-                c, v = max(held[k].items(), key=lambda cv: cv[1])
-                if v >= compact_share * total[k]:
-                    cores.add(c)
-        out[e] = len(cores) >= 2
+        if par[e] >= 0:
+            total[par[e]] += total[e]
+    # the points each entry holds in each occupied component: its own (entry, component) pairs, then each
+    # pair again for every entry above it
+    on = np.flatnonzero(occupied & (w > 0))
+    n_comp = int(comp.max()) + 1 if comp.size else 1
+    key, held = np.unique(cell_entry[on].astype(np.int64) * n_comp + comp[on], return_inverse=True)
+    held = np.bincount(held, weights=w[on])
+    ent, cmp_ = key // n_comp, key % n_comp
+    keys, mass = [], []
+    while ent.size:
+        keys.append(ent * n_comp + cmp_)
+        mass.append(held)
+        up = par[ent]
+        ok = up >= 0
+        ent, cmp_, held = up[ok], cmp_[ok], held[ok]
+    if not keys:
+        return out
+    key, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    mass = np.bincount(inv, weights=np.concatenate(mass))
+    ent, cmp_ = key // n_comp, key % n_comp
+    # each entry's largest component (the last of its keys sorted by mass), and whether it holds enough
+    order = np.lexsort((mass, ent))
+    last = np.r_[ent[order][1:] != ent[order][:-1], True]
+    best_ent, best_comp, best_mass = ent[order][last], cmp_[order][last], mass[order][last]
+    compact = best_mass >= compact_share * total[best_ent]
+    kid, core = best_ent[compact], best_comp[compact]
+    kid_par = par[kid]
+    has = kid_par >= 0
+    # a parent whose compact children's largest components are two or more different ones
+    pc = np.unique(kid_par[has] * n_comp + core[has])
+    n_cores = np.bincount(pc // n_comp, minlength=n_entries)
+    out[:] = n_cores >= 2
     return out
