@@ -472,3 +472,49 @@ def test_peaks_from_the_cells_where_a_node_appears(nx, ny, seed):
         assert a.cell_id.tolist() == b.cell_id.tolist() and a.label.tolist() == b.label.tolist()
         assert a.cluster_top.tolist() == b.cluster_top.tolist()
         assert all(np.array_equal(a.nodes[k], b.nodes[k]) for k in a.nodes)
+
+
+def test_binomial_kernel_sees_a_gap_the_box_fills():
+    """Two groups of 40 points three cells apart: the box's 3×3 sums are a plateau (40 on every cell from
+    one group to the other: no split), the binomial kernel's dip to half between them (two clusters)."""
+    g = Grid(StudyArea.from_bbox((0, 0, 90, 30), "EPSG:32615", working_crs="EPSG:32615"), 10.0)  # 9 x 3 cells
+    counts = np.zeros(27, dtype=np.int64)
+    counts[9 + 2], counts[9 + 5] = 40, 40  # the middle row, cells 2 and 5
+    h = NoisyHistogram(g, "dense", np.arange(27), counts, 1.0, 1, 1e-12)  # no noise: the kernels alone
+    assert levels.box_sums(h)[1, 1:7].tolist() == [40, 40, 40, 40, 40, 40]
+    assert levels.binomial_sums(h)[1, 1:7].tolist() == [45, 90, 45, 45, 90, 45]
+    for kernel in ("box", "binomial"):
+        c, s = levels.density_levels(h, min_mass=10, min_prominence=5, dip_ratio=0.25, dip_z=1.0, kernel=kernel)
+        assert (c.n_clusters == 2) == (kernel == "binomial"), kernel
+        assert ("binomial" in s["density_kernel"]) == (kernel == "binomial")
+
+
+def test_binomial_level_noise_is_that_of_its_sums():
+    """:func:`levels.level_noise` gives the s.d. of the binomial sums' noise (1.125 × the box's): the sample
+    s.d. over the interior cells of a 300 × 300 grid of pure noise (ε = 1) is within 4% of it. The
+    estimate's relative standard error is about 0.5% (the sums of neighbouring cells are correlated:
+    about 10,000 independent ones), so a correct formula fails this with probability below 1e-9."""
+    g = Grid(StudyArea.from_bbox((0, 0, 3000, 3000), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    h = dense_histogram(g, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), epsilon=1.0,
+                        rng=NoiseSource(seed=11))
+    sd, var_per_level = levels.level_noise(h.q, "binomial")
+    box_sd, box_var = levels.level_noise(h.q, "box")
+    assert sd == pytest.approx(1.125 * box_sd) and box_var == 1.0 and var_per_level == pytest.approx(81 * 36 / 256 / 9)
+    inner = levels.binomial_sums(h)[1:-1, 1:-1].astype(float)
+    assert inner.std() == pytest.approx(sd, rel=0.04)
+    with pytest.raises(ParameterError, match="kernel"):
+        levels.level_noise(h.q, "gauss")
+
+
+def test_a_near_tie_of_excess_of_mass_shows_the_children():
+    """Two bumps of 30 points joined at level 26 and a third apart: the joined cluster's excess of mass
+    (1,365) exceeds its children's together (1,360) by less than :data:`levels.EOM_MARGIN` of theirs, so the
+    children are chosen (three clusters); with ``eom_margin=0`` (the rule before) the larger wins (two)."""
+    g = _grid(11, 1)
+    v = np.array([26, 60, 26, 26, 26, 60, 26, 5, 30, 60, 30])
+    t = build_level_tree(g, np.arange(11), v, np.array([5, 20, 5, 5, 5, 20, 5, 1, 5, 20, 5]))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", base_level=4)
+    before = select_clusters(t, eom_margin=0.0, **kw)
+    assert before.n_clusters == 2 and before.nodes["stability"].tolist()[:4] == [680, 680, 1350, 1365]
+    assert select_clusters(t, eom_margin=levels.EOM_MARGIN, **kw).n_clusters == 3
+    assert 1365 < (1 + levels.EOM_MARGIN) * 1360

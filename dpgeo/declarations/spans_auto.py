@@ -31,12 +31,14 @@ from ..mechanisms.concentration import (
 from ..mechanisms.dbscan import DEFAULT_BETA, SpanCells
 from ..mechanisms.levels import (
     DEFAULT_FDR,
+    FEW_CELLS_KERNEL,
     FEW_CELLS_SCALE,
     GROW_STEPS,
     MIN_MASS_SD,
     MIN_MASS_SHARE,
     MIN_PROMINENCE_SD,
     scale_mass,
+    level_noise,
     sum_noise_sd,
 )
 from ..mechanisms.resolution import (
@@ -292,12 +294,14 @@ def auto_preview(area, p, c) -> dict:
                      "max_refinement": refinement, "concentration_share": share,
                      "floor_level_range": [int(z_many) + 1, int(z_one) + 1],
                      "gamma_all_levels": int(gamma_all_levels(q, m, beta))})
+    kernel = "box"
     if len(splits) == 1:  # the split of the number of points given; without one, of more than 1,024 cells
         share, eps_c, eps1 = splits[0]
+        kernel = FEW_CELLS_KERNEL if few else "box"  # the run's density kernel, and so the noise of a level
     else:
         share = LARGE_CONCENTRATION_SHARE
         eps_c, eps1 = concentration_budget(eps_h, share)
-    sd = sum_noise_sd(discrete_laplace_q(eps1, c.sensitivity))
+    sd = level_noise(discrete_laplace_q(eps1, c.sensitivity), kernel)[0]
     return {
         "auto": True,
         "epsilon": p["epsilon"],

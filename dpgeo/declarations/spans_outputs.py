@@ -148,6 +148,13 @@ SPANS_OUTPUTS = (
          "(recorded when set; off by default)"),
     Meta("dip_mean_z", "dip rule: mean of a branch", "Thresholds",
          "... unless its cells' mean density lies this many standard deviations of the split level above it"),
+    Meta("gap_z", "gap rule: occupied cells", "Thresholds",
+         "a cluster whose child clusters are compact groups with only cells of a released count below this many "
+         "standard deviations of one cell's noise between them is never chosen over them (none: excess of mass "
+         "alone)"),
+    Meta("eom_margin", "excess of mass: margin", "Thresholds",
+         "a cluster is chosen over the clusters it splits into only when its excess of mass exceeds theirs "
+         "together by more than this share (0: the larger excess of mass wins)", render="share"),
     Meta("ridge_elongation", "ridge rule: elongation", "Thresholds",
          "a branch whose cells vary at least this many times as much along its long axis as across it (a "
          "ratio of variances: 4 is twice as long as wide), lying along that axis from its parent, "

@@ -47,7 +47,10 @@ from .concentration import (
 from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
 from .levels import (
     DEFAULT_FDR,
+    EOM_MARGIN,
+    FEW_CELLS_KERNEL,
     FEW_CELLS_SCALE,
+    GAP_Z,
     GROW_STEPS,
     MIN_MASS_SD,
     MIN_DIP_RATIO,
@@ -64,6 +67,7 @@ from .levels import (
     MIN_PROMINENCE_SD,
     LevelClusters,
     density_levels,
+    level_noise,
     scale_mass,
     sum_noise_sd,
 )
@@ -215,7 +219,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
                      ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
                      fallback_refinement: float = FALLBACK_REFINEMENT,
-                     few_cells_scale: float = FEW_CELLS_SCALE,
+                     few_cells_scale: float = FEW_CELLS_SCALE, kernel: str = "box",
+                     few_cells_kernel: str = FEW_CELLS_KERNEL, gap_z: float | None = GAP_Z,
+                     eom_margin: float = EOM_MARGIN,
                      chain_elongation: float | None = CHAIN_ELONGATION,
                      chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                      dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z) -> AutoSpans:
@@ -253,6 +259,21 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         cells, where no block size's occupied blocks hold enough of ``n̂``
         (1: the uniform width, the rule before;
         :data:`~dpgeo.mechanisms.concentration.FALLBACK_REFINEMENT`).
+    kernel, few_cells_kernel
+        The density of the tree of levels on maps with more cells and with few (the uniform rule's grid
+        has at most 1,024): ``box`` (the sum of the 3×3 released counts, the rule before) or ``binomial``
+        (their 1-2-1 weighted sum, which blurs a gap about one cell wide less;
+        :func:`~dpgeo.mechanisms.levels.binomial_sums`; with few cells the default,
+        :data:`~dpgeo.mechanisms.levels.FEW_CELLS_KERNEL`). Post-processing of the released histogram.
+    gap_z
+        The gap rule (:data:`~dpgeo.mechanisms.levels.GAP_Z`): a cluster whose child clusters are
+        compact groups with only cells of no significant count between them is never chosen over
+        them (None: excess of mass alone, the rule before), as for
+        :func:`~dpgeo.mechanisms.level_select.select_clusters`.
+    eom_margin
+        A cluster is chosen over its child clusters only when its excess of mass exceeds theirs by more
+        than this share (:data:`~dpgeo.mechanisms.levels.EOM_MARGIN`; 0: excess of mass alone, the rule
+        before).
     few_cells_scale
         With few cells (the uniform rule's grid has at most 1,024), a cluster
         holds at least this share of the map's scale ``min_mass_share``
@@ -337,15 +358,17 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     q = discrete_laplace_q(eps1, sensitivity)
     scale = few_cells_scale if few else 1.0  # few cells: a small noisy total, whose groups hold fewer than √n̂
     min_mass = max(MIN_MASS_SD * sum_noise_sd(q), scale * scale_mass(max(n_hat, 0), min_mass_share))
+    kern = few_cells_kernel if few else kernel
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), min_mass=min_mass,
                                         extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
-                                        min_prominence=prominence_sd * sum_noise_sd(q), dip_ratio=dip_ratio,
+                                        min_prominence=prominence_sd * level_noise(q, kern)[0], dip_ratio=dip_ratio,
                                         merge_ratio=merge_ratio, dip_z=dip_z,
                                         ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                         ridge_min_length_cells=ridge_min_length_cells,
-                                        ridge_blob_elongation=ridge_blob_elongation,
+                                        ridge_blob_elongation=ridge_blob_elongation, kernel=kern,
+                                        gap_z=gap_z, eom_margin=eom_margin,
                                         chain_elongation=chain_elongation,
                                         chain_piece_elongation=chain_piece_elongation,
                                         dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z)
@@ -369,7 +392,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         "cell_width_m": grid.cell_m,
         "n_cells": grid.n_cells,
         "noise_sd_of_cell": math.sqrt(discrete_laplace_variance(q)),
-        "noise_sd_of_level": sum_noise_sd(q),
+        "noise_sd_of_level": level_noise(q, kern)[0],
         "gamma_all_levels": float(gamma),
         "gamma_beta": beta,
     })

@@ -1,4 +1,4 @@
-"""Which branches of the tree of density levels are significant: the dip rule and the ridge rule.
+"""Which branches of the tree of density levels are significant: the dip rule and the ridge rule; the gap rule.
 
 Part of :mod:`dpgeo.mechanisms.levels` (post-processing of one released
 histogram; no budget), used by :func:`dpgeo.mechanisms.level_select.select_clusters`.
@@ -13,16 +13,26 @@ that itself splits into round branches, each significant by the dip rule.
 A large branch that does not split further is read with the expected excess of
 the highest of its noisy sums over the rest (:func:`max_excess_sd`), unless its
 cells' mean rises above the split or it splits below (:func:`splits_below`).
+A cluster whose child clusters are compact groups with only cells of no
+significant count between them is never chosen over them (the gap rule,
+:func:`gap_joined`): what joins them is the 3×3 sums' blur across a gap.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 from scipy.special import ndtri
 
-from .level_tree import LevelTree
+from .level_tree import LevelTree, adjacent_pairs
 
-__all__ = ["blob_chains", "branch_elongation", "dip_significant", "max_excess_sd", "splits_below"]
+__all__ = ["COMPACT_SHARE", "blob_chains", "branch_elongation", "dip_significant", "gap_joined", "max_excess_sd",
+           "splits_below"]
+
+#: The gap rule: a child cluster is a compact group when one component of the occupied cells holds at least
+#: this share of its points (half: most of it; not tuned).
+COMPACT_SHARE = 0.5
 
 
 def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
@@ -112,14 +122,15 @@ def blob_chains(parent: np.ndarray, down: list, blob: np.ndarray) -> np.ndarray:
     return chain
 
 
-def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float) -> np.ndarray:
+def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float,
+                    level_variance: float = 1.0) -> np.ndarray:
     """Whether a branch rises above the level where it joins its sibling by a dip that is deep and real.
 
     The branch's ``peak`` less ``dip_z`` standard deviations of it must be at
     least ``1 + dip_ratio`` times the ``split`` level plus ``dip_z`` standard
     deviations of it; a level's standard deviation is ``√(noise_sd² + level)``
     (the noise of one 3×3 sum, ``noise_sd``, and the points' Poisson
-    variation). Both ends are read conservatively: the peak is the highest of
+    variation, ``level_variance`` times the level). Both ends are read conservatively: the peak is the highest of
     many noisy sums and the split level the lowest on the best path between
     the branches, so noise alone makes a gentle slope look like a dip; a
     ridge whose density dips by less than ``dip_ratio`` of its level (a road,
@@ -131,8 +142,8 @@ def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: fl
     array([False,  True])
     """
     peak, split = np.asarray(peak, dtype=float), np.asarray(split, dtype=float)
-    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + np.maximum(peak, 0.0))
-    hi = split + dip_z * np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
+    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(peak, 0.0))
+    hi = split + dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(split, 0.0))
     return lo - hi >= dip_ratio * np.maximum(hi, 0.0)
 
 
@@ -188,3 +199,74 @@ def splits_below(parent: np.ndarray, down: list, sig: np.ndarray, weak: np.ndarr
         np.add.at(count, parent[grp], sig[grp])
         np.logical_or.at(below, parent[grp], below[grp])
     return below[:nn] if weak is None else sig
+
+
+def gap_joined(tree: LevelTree, cell_entry: np.ndarray, par: np.ndarray, occupied: np.ndarray,
+               compact_share: float = COMPACT_SHARE) -> np.ndarray:
+    """For each condensed-tree entry, whether two of its child entries are compact groups apart: each holds
+    at least ``compact_share`` of its points in one component of the ``occupied`` cells (8 neighbours), and
+    those components differ — nothing but unoccupied cells lies between them.
+
+    ``cell_entry`` is the deepest entry of each cell of the tree, ``par`` each entry's parent (children
+    before parents, as :func:`~dpgeo.mechanisms.level_select.select_clusters` numbers them),
+    ``occupied`` a mask of the tree's cells; a cell's points are its released count (at least 0). A
+    diffuse child (no component holds that share of it) is never apart: the test is for groups whose
+    points stand out cell by cell. Vectorised: each (entry, component) pair is repeated once for every entry
+    above it (O(pairs × depth)); one pass over the entries adds up their totals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 50, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> t = build_level_tree(g, np.arange(5), np.array([9, 5, 3, 5, 9]), np.array([9, 0, 0, 0, 9]))
+    >>> entry, par = np.array([0, 2, 2, 2, 1]), np.array([2, 2, -1])   # two children, empty cells between
+    >>> gap_joined(t, entry, par, t.count >= 2).tolist(), gap_joined(t, entry, par, t.count >= 0).tolist()
+    ([False, False, True], [False, False, False])
+    """
+    n_entries = par.size
+    out = np.zeros(n_entries, dtype=bool)
+    a, b = tree.pairs if tree.pairs is not None else adjacent_pairs(tree.grid, tree.cell_id)
+    keep = occupied[a] & occupied[b]
+    _, comp = connected_components(coo_matrix((np.ones(int(keep.sum()), dtype=np.int8), (a[keep], b[keep])),
+                                              shape=(occupied.size, occupied.size)), directed=False)
+    w = np.maximum(tree.count, 0).astype(float)
+    # each entry's points (its own cells' and those of every entry below it): up the tree, children first
+    total = np.bincount(cell_entry, weights=w, minlength=n_entries)
+    for e in range(n_entries):
+        if par[e] >= 0:
+            total[par[e]] += total[e]
+    # the points each entry holds in each occupied component: its own (entry, component) pairs, then each
+    # pair again for every entry above it
+    on = np.flatnonzero(occupied & (w > 0))
+    n_comp = int(comp.max()) + 1 if comp.size else 1
+    key, held = np.unique(cell_entry[on].astype(np.int64) * n_comp + comp[on], return_inverse=True)
+    held = np.bincount(held, weights=w[on])
+    ent, cmp_ = key // n_comp, key % n_comp
+    keys, mass = [], []
+    while ent.size:
+        keys.append(ent * n_comp + cmp_)
+        mass.append(held)
+        up = par[ent]
+        ok = up >= 0
+        ent, cmp_, held = up[ok], cmp_[ok], held[ok]
+    if not keys:
+        return out
+    key, inv = np.unique(np.concatenate(keys), return_inverse=True)
+    mass = np.bincount(inv, weights=np.concatenate(mass))
+    ent, cmp_ = key // n_comp, key % n_comp
+    # each entry's largest component (the last of its keys sorted by mass), and whether it holds enough
+    order = np.lexsort((mass, ent))
+    last = np.r_[ent[order][1:] != ent[order][:-1], True]
+    best_ent, best_comp, best_mass = ent[order][last], cmp_[order][last], mass[order][last]
+    compact = best_mass >= compact_share * total[best_ent]
+    kid, core = best_ent[compact], best_comp[compact]
+    kid_par = par[kid]
+    has = kid_par >= 0
+    # a parent whose compact children's largest components are two or more different ones
+    pc = np.unique(kid_par[has] * n_comp + core[has])
+    n_cores = np.bincount(pc // n_comp, minlength=n_entries)
+    out[:] = n_cores >= 2
+    return out

@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
 from .level_chains import CHAIN_PIECE_ELONGATION, chain_merges
-from .level_ridges import blob_chains, branch_elongation, dip_significant, max_excess_sd, splits_below
+from .level_ridges import blob_chains, branch_elongation, dip_significant, gap_joined, max_excess_sd, splits_below
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
@@ -96,6 +96,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     merge_ratio: float | None = None, ridge_elongation: float | None = None,
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
                     ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
+                    level_variance: float = 1.0, gap_z: float | None = None,
+                    cell_noise_sd: float = 0.0, eom_margin: float = 0.0,
                     chain_elongation: float | None = None,
                     chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                     dip_max_correction: float = 0.0, dip_mean_z: float = 0.0) -> LevelClusters:
@@ -145,6 +147,16 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         cell), or if it splits below into two or more branches that count
         (:func:`~dpgeo.mechanisms.level_ridges.splits_below`).
         ``dip_max_correction=0``: the peak read as one sum (the rule before).
+    gap_z, cell_noise_sd : float or None, float
+        A cluster two of whose child clusters are compact groups with only cells whose own released count
+        is below ``gap_z`` standard deviations of one cell's noise (``cell_noise_sd``) between them is
+        never chosen over its children: what joins them is the 3×3 kernel's blur across a gap, not points
+        (:func:`~dpgeo.mechanisms.level_ridges.gap_joined`, the gap rule). None: no such rule (excess of mass alone).
+    eom_margin : float
+        ``eom``: a cluster is chosen over its child clusters only when its excess of mass exceeds the sum of
+        theirs by more than this share (a near-tie is within the noise; 0: HDBSCAN's rule).
+    level_variance : float
+        The points' Poisson variance of a level ``t`` is ``level_variance · t`` (1: a sum of counts).
     ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
         A branch whose cells' coordinates vary at least ``ridge_elongation``
         times as much along its long axis as across it (a variance ratio)
@@ -233,7 +245,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
     split = lam[parent[:nn]]
-    split_sd = np.sqrt(noise_sd ** 2 + np.maximum(split, 0.0))
+    split_sd = np.sqrt(noise_sd ** 2 + level_variance * np.maximum(split, 0.0))
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
                 & (peak[:nn] - split >= dip_ratio * np.maximum(split, 0.0))
                 & (peak[:nn] - split >= dip_z * split_sd))
@@ -250,7 +262,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
             # a row of round blobs, each significant by the dip rule, is not a ridge
             ridge &= ~blob_chains(parent, down, sig[:nn] & (raw < ridge_blob_elongation))
         sig[:nn] &= ~ridge | dip_significant(peak[:nn], split, dip_ratio=ridge_dip_ratio, dip_z=ridge_dip_z,
-                                             noise_sd=noise_sd)
+                                             noise_sd=noise_sd, level_variance=level_variance)
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)
@@ -283,12 +295,15 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     has_child = np.zeros(starts.size, dtype=bool)
     has_child[cpar[ch]] = True
     top[cpar[ch]] = birth[ch]  # a cluster that splits ends where it splits
+    gapped = np.zeros(starts.size, dtype=bool)
+    if gap_z is not None and ch.size:
+        gapped = gap_joined(tree, cell_cluster, cpar, tree.count >= gap_z * cell_noise_sd)
     # excess-of-mass selection, bottom-up; the root is never chosen
     chosen = np.zeros(starts.size, dtype=bool)
     value = stab.copy()
     child_sum = np.zeros(starts.size)
     for i in range(starts.size - 1):
-        if has_child[i] and (selection == "leaf" or child_sum[i] > stab[i]):
+        if has_child[i] and (selection == "leaf" or (1.0 + eom_margin) * child_sum[i] > stab[i] or gapped[i]):
             value[i] = child_sum[i]
         else:
             chosen[i] = True

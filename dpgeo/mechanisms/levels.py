@@ -90,7 +90,10 @@ __all__ = [
     "BOX_OFFSETS",
     "DEFAULT_FDR",
     "EXTENTS",
+    "EOM_MARGIN",
+    "FEW_CELLS_KERNEL",
     "FEW_CELLS_SCALE",
+    "GAP_Z",
     "GROW_STEPS",
     "MAX_THRESHOLDS",
     "MIN_MASS_SD",
@@ -100,6 +103,7 @@ __all__ = [
     "DIP_MAX_CORRECTION",
     "DIP_MEAN_Z",
     "MIN_PROMINENCE_SD",
+    "KERNELS",
     "RIDGE_ALIGNMENT",
     "RIDGE_DIP_RATIO",
     "RIDGE_DIP_Z",
@@ -109,16 +113,21 @@ __all__ = [
     "LevelClusters",
     "LevelTree",
     "adjacent_pairs",
+    "binomial_sums",
     "box_sums",
     "build_level_tree",
     "density_levels",
     "fdr_cells",
+    "level_noise",
     "grow_labels",
     "scale_mass",
     "select_clusters",
     "sum_noise_sd",
 ]
 
+#: The density kernel of the tree of levels: ``box`` (the sum of the 3×3 released counts) or ``binomial``
+#: (their ``[1, 2, 1] ⊗ [1, 2, 1]`` weighted sum, in the box's units: :func:`binomial_sums`).
+KERNELS = ("box", "binomial")
 #: Default false-discovery rate of the floor (the share of shown cells whose neighbourhood is truly empty).
 DEFAULT_FDR = 0.1
 #: A cluster holds at least this many standard deviations of one neighbourhood sum's noise, in noisy points ...
@@ -174,6 +183,26 @@ RIDGE_DIP_RATIO = 1.0
 RIDGE_DIP_Z = 2.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
+#: The gap rule: a cluster two of whose child clusters are compact groups (half their points or more in one
+#: component of cells whose own released count is at least this many s.d. of one cell's noise, 8 neighbours)
+#: in different such components is never chosen over its children — nothing but cells without a significant
+#: count lies between them; what joins them in the tree is the 3×3 sums' blur across a gap about a cell wide
+#: (generated ``clumps``: five groups 1–1.5 km apart in one cluster at 450 m cells). Chosen on the generated
+#: sets (docs/results.md §1b, seventh comparison: 0.75–1 give the same counts at ε = 1, ≥ 2 at ε ≈ 0.7;
+#: 1.5 and 2 cut rings and thin curves into their pieces). None: excess of mass alone, the rule before.
+GAP_Z = 1.0
+#: Excess of mass chooses a cluster over its child clusters only when its excess of mass is larger than
+#: theirs together by more than this share: a near-tie is within the noise of the released levels, and then
+#: the children are shown (the levels layer keeps the cluster they make together). Chosen on the generated
+#: sets with the binomial kernel on few cells (docs/results.md §1b, seventh comparison: 0.05–0.25 all pass
+#: the criterion written there, 0.1 the best mean at ε = 1); 0: excess of mass alone, the rule before.
+EOM_MARGIN = 0.1
+#: Spans without a radius with few cells (the uniform rule's grid has at most 1,024 cells) read the levels
+#: through the binomial kernel (:func:`binomial_sums`): their cells are wide (hundreds of metres in a 10 km
+#: study area), and the box's 3×3 sums fill a gap about one cell wide between small groups. Chosen on the
+#: generated sets (docs/results.md §1b, seventh comparison; on every map it costs trails, gradients and
+#: touching shapes); ``box`` is the rule before.
+FEW_CELLS_KERNEL = "binomial"
 #: Spans without a radius with few cells (the uniform rule's grid has at most 1,024 cells: a small noisy
 #: total) ask a cluster to hold this share of that scale, ``0.6 √n̂`` (still at least ``MIN_MASS_SD`` s.d.):
 #: few points in many small groups (generated ``clumps``: 8–20 groups of 25–60 points) hold fewer than
@@ -199,6 +228,55 @@ def box_sums(hist: NoisyHistogram) -> np.ndarray:
     if hist.kind != "dense":
         raise ParameterError("density levels need a dense histogram")
     return neighbourhood_sums(hist, BOX_OFFSETS)
+
+
+def binomial_sums(hist: NoisyHistogram) -> np.ndarray:
+    """``(ny, nx)`` int64 binomial-weighted 3×3 sums of the released counts, in box units (dense histograms).
+
+    The weights ``[1, 2, 1] ⊗ [1, 2, 1]`` (a cell 4, its edge neighbours 2, its corners 1) scaled by 9/16 so
+    that a uniform density has the level of :func:`box_sums`, rounded to the nearest integer: a kernel that
+    blurs a gap about one cell wide less than the box.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.histogram import NoisyHistogram
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 40, 30), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> h = NoisyHistogram(g, "dense", np.arange(12), np.r_[16, np.zeros(11, int)], 1.0, 1, 0.37)
+    >>> binomial_sums(h).tolist()
+    [[36, 18, 0, 0], [18, 9, 0, 0], [0, 0, 0, 0]]
+    """
+    if hist.kind != "dense":
+        raise ParameterError("density levels need a dense histogram")
+    ny, nx = hist.grid.ny, hist.grid.nx
+    pad = np.zeros((ny + 2, nx + 2), dtype=np.int64)
+    pad[1:-1, 1:-1] = hist.to_dense()
+    w16 = np.zeros((ny, nx), dtype=np.int64)
+    for dx, dy in BOX_OFFSETS.tolist():
+        w16 += (2 - abs(dx)) * (2 - abs(dy)) * pad[1 + dy:1 + dy + ny, 1 + dx:1 + dx + nx]
+    return (9 * w16 + 8) // 16
+
+
+def level_noise(q: float, kernel: str = "box") -> tuple[float, float]:
+    """``(s.d. of a level's noise, Poisson variance of a level per unit of level)`` of a kernel's sums.
+
+    ``box``: ``√(9 Var)`` and 1 (a sum of counts). ``binomial``: the weights ``9w/16`` give
+    ``√(Σ(9w/16)² Var)`` (1.125 times the box's) and ``Σ(9w/16)² / Σ(9w/16)`` = 1.27 for a uniform density.
+
+    Examples
+    --------
+    >>> import math
+    >>> [round(v, 3) for v in level_noise(math.exp(-1.0), "binomial")]
+    [4.58, 1.266]
+    """
+    if kernel not in KERNELS:
+        raise ParameterError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel == "box":
+        return sum_noise_sd(q), 1.0
+    w2 = sum(((2 - abs(dx)) * (2 - abs(dy)) * 9 / 16) ** 2 for dx, dy in BOX_OFFSETS.tolist())
+    return math.sqrt(w2 * discrete_laplace_variance(q)), w2 / 9.0
 
 
 def sum_noise_sd(q: float, kappa: int = 9) -> float:
@@ -354,7 +432,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                    ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
-                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
+                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION, kernel: str = "box",
+                   gap_z: float | None = GAP_Z, eom_margin: float = EOM_MARGIN,
                    chain_elongation: float | None = CHAIN_ELONGATION,
                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                    dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z):
@@ -390,6 +469,16 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     chain_elongation, chain_piece_elongation : float or None
         Chosen clusters that lie end to end along a line are one corridor
         (:func:`~dpgeo.mechanisms.level_chains.chain_merges`; None: never).
+    kernel : {"box", "binomial"}
+        The density of the tree of levels (:data:`KERNELS`); the floor is always the box's test.
+        ``min_prominence`` is then in the kernel's levels (:func:`level_noise`).
+    gap_z : float or None
+        A cluster whose child clusters are joined only through cells whose released count is below this
+        many s.d. of one cell's noise is never chosen over them
+        (:func:`~dpgeo.mechanisms.level_ridges.gap_joined`); None: no such rule.
+    eom_margin : float
+        A cluster is chosen over its child clusters only when its excess of mass exceeds theirs by more
+        than this share (:data:`EOM_MARGIN`; 0: excess of mass alone).
 
     Returns
     -------
@@ -420,6 +509,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         min_prominence = MIN_PROMINENCE_SD * sd
     around = _neighbours_in_universe(hist.grid)
     cells, p_cut = fdr_cells(hist, sums, fdr, around)
+    level_sd, level_var = level_noise(hist.q, kernel)
+    if kernel != "box":  # the floor's cells stay those of the box's test; their levels are the kernel's
+        sums = binomial_sums(hist)
     value = sums.ravel()[cells]
     # the floor: the lowest kept sum of the cells whose whole neighbourhood is in the universe (cells on the
     # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born)
@@ -430,7 +522,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
-                               dip_z=dip_z, noise_sd=sd, ridge_elongation=ridge_elongation,
+                               dip_z=dip_z, noise_sd=level_sd, level_variance=level_var, gap_z=gap_z,
+                               cell_noise_sd=math.sqrt(discrete_laplace_variance(hist.q)), eom_margin=eom_margin,
+                               ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
                                ridge_blob_elongation=ridge_blob_elongation,
@@ -438,8 +532,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z)
     settings = {
         "level_unit": "noisy points in the 3x3 cells around a cell",
-        "density_kernel": "3x3 cells (sum of released counts)",
-        "noise_sd_of_level": sd,
+        "density_kernel": "3x3 cells (sum of released counts)" if kernel == "box" else
+        "3x3 cells (binomial weights 1-2-1 x 1-2-1 of the released counts, scaled by 9/16)",
+        "noise_sd_of_level": level_sd,
         "floor_rule": "Benjamini-Hochberg over all universe cells, null: no point in the 3x3 neighbourhood",
         "floor_fdr": float(fdr),
         "floor_p_value_cut": p_cut,
@@ -452,6 +547,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "min_dip_z": float(dip_z),
         **({"dip_max_correction": float(dip_max_correction), "dip_mean_z": float(dip_mean_z)}
            if dip_max_correction else {}),
+        "gap_z": None if gap_z is None else float(gap_z),
+        "eom_margin": float(eom_margin),
         **({} if ridge_elongation is None else {
             "ridge_elongation": float(ridge_elongation),
             "ridge_alignment": None if ridge_alignment is None else float(ridge_alignment),
