@@ -357,7 +357,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
                    chain_elongation: float | None = CHAIN_ELONGATION,
                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
-                   dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z):
+                   dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z,
+                   floor_cells=None, noise_sd: float | None = None):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -390,6 +391,11 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     chain_elongation, chain_piece_elongation : float or None
         Chosen clusters that lie end to end along a line are one corridor
         (:func:`~dpgeo.mechanisms.level_chains.chain_merges`; None: never).
+    floor_cells, noise_sd : optional
+        For histograms whose cells do not carry one noise each (an experiment:
+        :mod:`dpgeo.mechanisms.privtree_auto`): ``floor_cells(sums, fdr)`` returns
+        ``(cells, p_cut)`` instead of :func:`fdr_cells`, and ``noise_sd`` is the
+        s.d. of a 3×3 sum's noise the rules use.
 
     Returns
     -------
@@ -413,13 +419,13 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     (2, 'noisy points in the 3x3 cells around a cell')
     """
     sums = box_sums(hist)
-    sd = sum_noise_sd(hist.q)
+    sd = sum_noise_sd(hist.q) if noise_sd is None else float(noise_sd)
     if min_mass is None:
         min_mass = max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
     if min_prominence is None:
         min_prominence = MIN_PROMINENCE_SD * sd
     around = _neighbours_in_universe(hist.grid)
-    cells, p_cut = fdr_cells(hist, sums, fdr, around)
+    cells, p_cut = fdr_cells(hist, sums, fdr, around) if floor_cells is None else floor_cells(sums, fdr)
     value = sums.ravel()[cells]
     # the floor: the lowest kept sum of the cells whose whole neighbourhood is in the universe (cells on the
     # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born)
