@@ -327,6 +327,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     >>> r.clusters.n_clusters, r.settings["epsilon_total"] + r.settings["epsilon_histogram"] <= 1.0
     (2, True)
     """
+    if resolution not in ("uniform", "privtree", "privtree_few"):
+        raise ParameterError(f"resolution must be 'uniform', 'privtree' or 'privtree_few', got {resolution!r}")
+    if resolution != "uniform" and sensitivity != 1:
+        raise ParameterError("resolution='privtree' covers records of one point only (sensitivity 1); "
+                             "use resolution='uniform'")
     src = rng
     eps0, eps_h = auto_budget(epsilon, total_share)
     n = int(np.asarray(count, dtype=np.int64).sum())
@@ -348,9 +353,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
             share=privtree_share, theta_sd=privtree_theta_sd, refinement=privtree_refinement, root=privtree_root,
             sd_rule=privtree_sd, float_floor=privtree_float_floor,
             grid_of=grid_of, k_min=k_min)
-    elif resolution != "uniform":
-        raise ParameterError(f"resolution must be 'uniform', 'privtree' or 'privtree_few', got {resolution!r}")
-    if resolution == "uniform" and eps_c > 0:  # where the points are: an occupancy histogram on the uniform rule's grid
+    if resolution == "uniform" and eps_c > 0:  # where the points are: an occupancy histogram on the uniform grid
         g_u = grid_of(factor)
         ids, counts = coarsen_counts(fine, cell_id, count, g_u, factor)
         hist_c = dense_histogram(g_u, ids, counts, epsilon=eps_c, sensitivity=sensitivity, rng=src)

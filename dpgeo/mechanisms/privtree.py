@@ -65,7 +65,8 @@ from ..errors import ParameterError
 from ..grid import Grid
 from ..noise import float_at_most, noise_epsilon, noise_rate, sample_discrete_laplace
 
-__all__ = ["BRANCHING", "PrivTreeLeaves", "privtree_noise", "privtree_leaves", "rasterise_leaves"]
+__all__ = ["BRANCHING", "PrivTreeLeaves", "privtree_leaves", "privtree_noise", "rasterise_leaves",
+           "release_leaf_counts"]
 
 #: Children of a node (a quadtree).
 BRANCHING = 4

@@ -90,7 +90,9 @@ def gaussian_fdr_floor(sd_cells: np.ndarray, universe: np.ndarray, exact_sums: n
 def privtree_histogram(fine, cell_id, count, epsilon_histogram, *, rng, sensitivity=1, factor_of,
                        share=PRIVTREE_SHARE, theta_sd=PRIVTREE_THETA_SD, refinement=PRIVTREE_REFINEMENT,
                        root=PRIVTREE_ROOT, sd_rule=PRIVTREE_SD, float_floor=True, grid_of, k_min):
-    """``(grid, hist, factor, uniform_factor, ε_tree, ε_leaf, settings, levels_kw)`` of a PrivTree run (``ε_tree + ε_leaf ≤ ε_h``).
+    """``(grid, hist, factor, uniform_factor, ε_tree, ε_leaf, settings, levels_kw)`` of a PrivTree run.
+
+    ``ε_tree + ε_leaf ≤ ε_h`` exactly (:func:`~dpgeo.noise.split_epsilon`).
 
     ``factor_of(ε)`` is the uniform rule's coarsening factor at a histogram budget ``ε`` (public: from ``n̂``).
     """
@@ -131,6 +133,7 @@ def privtree_histogram(fine, cell_id, count, epsilon_histogram, *, rng, sensitiv
     exact = sum(pad[1 + dy:1 + dy + grid.ny, 1 + dx:1 + dx + grid.nx] for dy in (-1, 0, 1) for dx in (-1, 0, 1))
     levels_kw = {"floor_cells": gaussian_fdr_floor(sd_cells, uni, exact if float_floor else None), "noise_sd": sd}
     info = {
+        "resolution": "privtree (experimental adaptive resolution)",
         "privtree_sd_rule": sd_rule,
         "privtree_noise_sd": sd,
         "privtree_share": share,
