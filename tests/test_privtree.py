@@ -155,3 +155,30 @@ def test_privtree_refuses_records_of_several_points():
     f, ids, counts = _two_blobs()
     with pytest.raises(ParameterError, match="sensitivity 1"):
         auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=2), resolution="privtree", sensitivity=2)
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.5, 2.0])
+def test_worst_path_loses_at_most_the_tree_budget(eps):
+    """The exact privacy loss of adding one point, summed over the split nodes of its path (the proof's
+    sum of ρ), for every path whose biased counts fall by exactly δ per level (the worst case) and every
+    last value around the threshold: never above ε_tree; the leaf's loss the other way at most 1/λ."""
+    e_node, bias = privtree_noise(eps)
+    r = float(noise_rate(e_node, 1))
+    q, theta = math.exp(-r), 0
+
+    def log_split(b):  # ln Pr[b + Z > θ]
+        return math.log(_split_probability(b, theta, q))
+
+    def rho(x):  # loss of a split node whose unbiased-floor value is x (the record adds one to its count)
+        b, b1 = max(theta - bias, x), max(theta - bias, x + 1)
+        return log_split(b1) - log_split(b)
+
+    worst = 0.0
+    for last in range(theta - bias - 2, theta + 2 * bias + 2):
+        path = [last + j * bias for j in range(60)]  # x of the split nodes, deepest first
+        worst = max(worst, sum(rho(x) for x in path))
+    assert worst <= float(noise_epsilon(eps)) * (1 + 1e-9)
+    assert worst >= 0.5 * float(noise_epsilon(eps))  # the bound is not loose by much: the test can see a change
+    for b in range(theta - bias, theta + 3 * bias):  # the leaf: ln Pr[no split | P] - ln Pr[no split | P + r]
+        leaf = math.log(1 - _split_probability(b, theta, q)) - math.log(1 - _split_probability(b + 1, theta, q))
+        assert leaf <= r * (1 + 1e-9)
