@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..grid import Grid
 from ..histogram import NoisyHistogram, dense_histogram
 from ..noise import (
@@ -70,6 +71,14 @@ from .levels import (
     level_noise,
     scale_mass,
     sum_noise_sd,
+)
+from .privtree_auto import (
+    PRIVTREE_REFINEMENT,
+    PRIVTREE_ROOT,
+    PRIVTREE_SD,
+    PRIVTREE_SHARE,
+    PRIVTREE_THETA_SD,
+    privtree_histogram,
 )
 from .resolution import (
     cached_grid,
@@ -224,7 +233,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      eom_margin: float = EOM_MARGIN,
                      chain_elongation: float | None = CHAIN_ELONGATION,
                      chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
-                     dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z) -> AutoSpans:
+                     dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z,
+                     resolution: str = "uniform", privtree_share: float = PRIVTREE_SHARE,
+                     privtree_theta_sd: float = PRIVTREE_THETA_SD, privtree_refinement: int = PRIVTREE_REFINEMENT,
+                     privtree_root: int = PRIVTREE_ROOT, privtree_sd: str = PRIVTREE_SD,
+                     privtree_float_floor: bool = True) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -306,6 +319,15 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         Chosen clusters whose grown cells meet and that lie end to end along
         a line are one corridor (None: never), as for
         :func:`dpgeo.mechanisms.levels.density_levels`.
+    resolution : {"uniform", "privtree", "privtree_few"}
+        ``uniform`` (default): one grid, as above. ``privtree`` (an experiment):
+        ``privtree_share`` of the histogram's budget decides a PrivTree
+        decomposition (:mod:`dpgeo.mechanisms.privtree`) of the grid
+        ``privtree_refinement`` times finer than the uniform rule's, with roots
+        ``privtree_root`` uniform cells wide and threshold ``privtree_theta_sd``
+        s.d. of a leaf's noise; the noisy leaf counts, spread over the fine
+        cells, are the histogram the levels are read from (no occupancy step).
+        ``privtree_few``: ``privtree`` where the uniform grid has few cells, else ``uniform``.
 
     Returns
     -------
@@ -326,6 +348,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     >>> r.clusters.n_clusters, r.settings["epsilon_total"] + r.settings["epsilon_histogram"] <= 1.0
     (2, True)
     """
+    if resolution not in ("uniform", "privtree", "privtree_few"):
+        raise ParameterError(f"resolution must be 'uniform', 'privtree' or 'privtree_few', got {resolution!r}")
+    if resolution != "uniform" and sensitivity != 1:
+        raise ParameterError("resolution='privtree' covers records of one point only (sensitivity 1); "
+                             "use resolution='uniform'")
     src = rng
     eps0, eps_h = auto_budget(epsilon, total_share)
     n = int(np.asarray(count, dtype=np.int64).sum())
@@ -336,8 +363,18 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                           small_refinement=max_refinement, large_refinement=large_refinement, grid_of=grid_of)
     factor, few, share, refinement = plan.factor, plan.few, plan.share, plan.refinement
     eps_c, eps1, k_min = plan.epsilon_occupancy, plan.epsilon_histogram, plan.k_min
-    uniform_factor, occ_info, hist_c = factor, {}, None
-    if eps_c > 0:  # where the points are: an occupancy histogram on the uniform rule's grid
+    uniform_factor, occ_info, hist_c, levels_kw = factor, {}, None, {}
+    if resolution == "privtree_few":  # the adaptive resolution only where the uniform grid has few cells
+        resolution = "privtree" if few else "uniform"
+    if resolution == "privtree":
+        grid, hist, factor, uniform_factor, eps_c, eps1, occ_info, levels_kw = privtree_histogram(
+            fine, cell_id, count, eps_h, rng=src, sensitivity=sensitivity,
+            factor_of=lambda e: auto_plan(fine.area, fine.cell_m, n_hat, epsilon_histogram=e, sensitivity=sensitivity,
+                                          rho=rho, max_cells=max_cells)[0],
+            share=privtree_share, theta_sd=privtree_theta_sd, refinement=privtree_refinement, root=privtree_root,
+            sd_rule=privtree_sd, float_floor=privtree_float_floor,
+            grid_of=grid_of, k_min=k_min)
+    if resolution == "uniform" and eps_c > 0:  # where the points are: an occupancy histogram on the uniform grid
         g_u = grid_of(factor)
         ids, counts = coarsen_counts(fine, cell_id, count, g_u, factor)
         hist_c = dense_histogram(g_u, ids, counts, epsilon=eps_c, sensitivity=sensitivity, rng=src)
@@ -351,18 +388,21 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
             occ_info["fallback_refinement"] = fallback_refinement
         if width is not None:
             factor = int(min(factor, max(k_min, round(width / fine.cell_m))))
-    grid = grid_of(factor)
-    ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
-    hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
-    del ids, counts
+    if resolution != "privtree":
+        grid = grid_of(factor)
+        ids, counts = coarsen_counts(fine, cell_id, count, grid, factor)
+        hist = dense_histogram(grid, ids, counts, epsilon=eps1, sensitivity=sensitivity, rng=src)
+        del ids, counts
     q = discrete_laplace_q(eps1, sensitivity)
     scale = few_cells_scale if few else 1.0  # few cells: a small noisy total, whose groups hold fewer than √n̂
-    min_mass = max(MIN_MASS_SD * sum_noise_sd(q), scale * scale_mass(max(n_hat, 0), min_mass_share))
     kern = few_cells_kernel if few else kernel
+    ratio = levels_kw.get("noise_sd", sum_noise_sd(q)) / sum_noise_sd(q)  # 1 but for the experimental resolution
+    min_mass = max(MIN_MASS_SD * sum_noise_sd(q) * ratio, scale * scale_mass(max(n_hat, 0), min_mass_share))
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), min_mass=min_mass,
                                         extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
-                                        min_prominence=prominence_sd * level_noise(q, kern)[0], dip_ratio=dip_ratio,
+                                        min_prominence=prominence_sd * level_noise(q, kern)[0] * ratio,
+                                        dip_ratio=dip_ratio,
                                         merge_ratio=merge_ratio, dip_z=dip_z,
                                         ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
@@ -371,7 +411,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         gap_z=gap_z, eom_margin=eom_margin,
                                         chain_elongation=chain_elongation,
                                         chain_piece_elongation=chain_piece_elongation,
-                                        dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z)
+                                        dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z,
+                                        **levels_kw)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

@@ -436,7 +436,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    gap_z: float | None = GAP_Z, eom_margin: float = EOM_MARGIN,
                    chain_elongation: float | None = CHAIN_ELONGATION,
                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
-                   dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z):
+                   dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z,
+                   floor_cells=None, noise_sd: float | None = None):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -479,6 +480,11 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     eom_margin : float
         A cluster is chosen over its child clusters only when its excess of mass exceeds theirs by more
         than this share (:data:`EOM_MARGIN`; 0: excess of mass alone).
+    floor_cells, noise_sd : optional
+        For histograms whose cells do not carry one noise each (an experiment:
+        :mod:`dpgeo.mechanisms.privtree_auto`): ``floor_cells(sums, fdr)`` returns
+        ``(cells, p_cut)`` instead of :func:`fdr_cells`, and ``noise_sd`` is the
+        s.d. of a 3×3 sum's noise the rules use.
 
     Returns
     -------
@@ -502,14 +508,16 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     (2, 'noisy points in the 3x3 cells around a cell')
     """
     sums = box_sums(hist)
-    sd = sum_noise_sd(hist.q)
+    sd = sum_noise_sd(hist.q) if noise_sd is None else float(noise_sd)
     if min_mass is None:
         min_mass = max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
     if min_prominence is None:
         min_prominence = MIN_PROMINENCE_SD * sd
     around = _neighbours_in_universe(hist.grid)
-    cells, p_cut = fdr_cells(hist, sums, fdr, around)
+    cells, p_cut = fdr_cells(hist, sums, fdr, around) if floor_cells is None else floor_cells(sums, fdr)
     level_sd, level_var = level_noise(hist.q, kernel)
+    if noise_sd is not None:  # an experimental resolution's one s.d. of a 3x3 sum's noise, in the kernel's levels
+        level_sd *= float(noise_sd) / sum_noise_sd(hist.q)
     if kernel != "box":  # the floor's cells stay those of the box's test; their levels are the kernel's
         sums = binomial_sums(hist)
     value = sums.ravel()[cells]
