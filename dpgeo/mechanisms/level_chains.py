@@ -21,7 +21,8 @@ from scipy.sparse.csgraph import connected_components
 
 from .level_tree import BOX_OFFSETS, adjacent_pairs
 
-__all__ = ["CHAIN_ELONGATION", "CHAIN_MEET_RATIO", "CHAIN_MIN_PIECE_CELLS", "CHAIN_PIECE_ELONGATION", "END_TO_END", "chain_merges", "renumber_groups"]
+__all__ = ["CHAIN_ELONGATION", "CHAIN_MEET_RATIO", "CHAIN_MIN_PIECE_CELLS", "CHAIN_PIECE_ELONGATION", "END_TO_END",
+           "chain_merges", "renumber_groups"]
 
 #: Two pieces are one corridor only if together they vary at least this many times as much along their
 #: long axis as across it (a ratio of variances, as the ridge rule's :data:`~dpgeo.mechanisms.levels.RIDGE_ELONGATION`).
