@@ -518,3 +518,45 @@ def test_a_near_tie_of_excess_of_mass_shows_the_children():
     assert before.n_clusters == 2 and before.nodes["stability"].tolist()[:4] == [680, 680, 1350, 1365]
     assert select_clusters(t, eom_margin=levels.EOM_MARGIN, **kw).n_clusters == 3
     assert 1365 < (1 + levels.EOM_MARGIN) * 1360
+
+
+def _bent_ridge(dip):
+    """A U one cell wide (two columns of 10 cells and a bottom row of 16, on 20 × 12 cells) at about 100,
+    ``dip`` in the bottom row's middle two cells: each half an L of 18 cells, which its variances read as
+    round."""
+    g = _grid(20, 12)
+    xy = np.r_[[(2, y) for y in range(11, 2, -1)], [(x, 2) for x in range(2, 18)], [(17, y) for y in range(3, 12)]]
+    ids = xy[:, 1] * 20 + xy[:, 0]
+    v = np.full(ids.size, 100) + np.arange(ids.size) % 3
+    v[np.isin(xy[:, 0], (9, 10)) & (xy[:, 1] == 2)] = dip
+    order = np.argsort(ids)
+    return build_level_tree(g, ids[order], v[order], np.full(ids.size, 10))
+
+
+def test_a_bent_ridge_stays_whole_by_its_thinness():
+    """The halves of a U dipping to 60 at its bottom are L's, 18 cells by one: their ratio of variances is
+    below the ridge rule's (they are two clusters by the dip rule, as without the ridge rule); read by their
+    cells against their width (18) they are long and thin, the U they make together is one line (one path
+    covers it), and the ridge rule keeps it whole; a dip to 20 still cuts it."""
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
+    assert select_clusters(_bent_ridge(60), **kw, **RIDGE).n_clusters == 2
+    assert select_clusters(_bent_ridge(60), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 1
+    assert select_clusters(_bent_ridge(20), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 2
+
+
+def test_two_lines_that_cross_are_not_one_ridge():
+    """Two lines one cell wide crossing at a plus of five cells at 40 (arms of 7 cells at 100, on 17 × 17 cells): the
+    four arms are long and thin, but what joins them is a cross, not one line (one path covers half of it),
+    so the dip rule decides and they stay apart; read as one ridge (``ridge_path_share=0``) they are one (or none).
+    (The arms are straight and in line with the cross's centre: the ratio of variances alone would read them
+    as pieces of a ridge; it is set out of reach here, so that the thinness decides.)"""
+    g = _grid(17, 17)
+    grid = np.zeros((17, 17), dtype=np.int64)
+    grid[8, :] = grid[:, 8] = 100
+    grid[8, 7:10] = grid[7:10, 8] = 40
+    ids = np.flatnonzero(grid.ravel())
+    t = build_level_tree(g, ids, grid.ravel()[ids], np.full(ids.size, 10))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0,
+              **{**RIDGE, "ridge_elongation": 1e9})
+    assert select_clusters(t, **kw, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 4
+    assert select_clusters(t, **kw, ridge_thinness=4.0, ridge_path_share=0.0).n_clusters <= 1
