@@ -560,3 +560,30 @@ def test_two_lines_that_cross_are_not_one_ridge():
               **{**RIDGE, "ridge_elongation": 1e9})
     assert select_clusters(t, **kw, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 4
     assert select_clusters(t, **kw, ridge_thinness=4.0, ridge_path_share=0.0).n_clusters <= 1
+
+
+def test_a_round_branch_full_of_small_holes_is_not_thin():
+    """A 15 × 15 square of cells with one-cell holes every third cell (where the noise left cells below the
+    level) has a mean distance to its nearest hole of about one cell: read as it is, it is as thin as a
+    ridge; with its holes of up to nine cells filled it is the square again (thinness below 3). A ring, whose
+    hole is large, stays thin."""
+    from dpgeo.mechanisms.level_ridges import _shape_measures
+    from dpgeo.mechanisms.level_select import _by_level
+
+    def thinness(mask, holes):
+        g = _grid(*mask.shape[::-1])
+        ids = np.flatnonzero(mask.ravel())
+        t = build_level_tree(g, ids, np.full(ids.size, 50), np.ones(ids.size, int))
+        par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+        return _shape_measures(t, par, _by_level(t, ascending=False), np.arange(t.n_nodes), hole_cells=holes)[0][0]
+
+    holey = np.zeros((17, 17), dtype=bool)
+    holey[1:16, 1:16] = True
+    holey[2:15:3, 2:15:3] = False
+    full = np.zeros((17, 17), dtype=bool)
+    full[1:16, 1:16] = True
+    assert thinness(holey, 0) > 5
+    assert thinness(holey, 9) == pytest.approx(thinness(full, 9)) and thinness(full, 9) < 3
+    yy, xx = np.mgrid[0:21, 0:21]
+    ring = np.abs(np.hypot(yy - 10, xx - 10) - 7) < 1.0
+    assert thinness(ring, 9) > 5

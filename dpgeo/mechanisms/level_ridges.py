@@ -30,6 +30,11 @@ from .level_tree import LevelTree, adjacent_pairs
 __all__ = ["COMPACT_SHARE", "blob_chains", "bent_ridges", "branch_elongation", "branch_shape", "branch_thinness", "dip_significant", "gap_joined", "max_excess_sd",
            "splits_below"]
 
+#: The thinness of a branch (:func:`branch_thinness`) is read with its holes of at most this many cells filled:
+#: at a level near a shape's own, the noise leaves cells below it inside the shape, and a round shape full
+#: of small holes is as thin everywhere as its holes are close. Nine: one 3×3 neighbourhood, the levels' own
+#: scale; chosen on the generated sets with the thinness (docs/results.md §1b, tenth comparison; 0: no filling).
+THIN_HOLE_CELLS = 9
 #: The gap rule: a child cluster is a compact group when one component of the occupied cells holds at least
 #: this share of its points (half: most of it; not tuned).
 COMPACT_SHARE = 0.5
@@ -393,10 +398,12 @@ def _geodesic_diameter(mask: np.ndarray) -> float:
     return float(np.max(d[np.isfinite(d)]))
 
 
-def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.ndarray, path: bool = False):
+def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.ndarray, path: bool = False,
+                    hole_cells: int | None = None):
     """:func:`branch_thinness` and (with ``path``) the path share of :func:`branch_shape`, of ``nodes`` (1 elsewhere)."""
     from scipy import ndimage
 
+    hole_cells = THIN_HOLE_CELLS if hole_cells is None else hole_cells
     nn = tree.n_nodes
     out = np.ones(nn)
     share = np.ones(nn)
@@ -429,6 +436,11 @@ def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.n
         lab, _ = ndimage.label(raster[ys, xs] >= level[i], structure=eight)
         c = rep[i]
         mine = lab == lab[int(gy[c]) - y0 + 1 - ys.start, int(gx[c]) - x0 + 1 - xs.start]
+        if hole_cells > 0:  # small holes (the crop's margin keeps the outside one piece) are the noise's
+            holes, _ = ndimage.label(~mine)
+            size = np.bincount(holes.ravel())
+            size[holes[0, 0]] = hole_cells + 1
+            mine |= (size <= hole_cells)[holes]
         width = max(4.0 * ndimage.distance_transform_edt(mine)[mine].mean() - 3.0, 1.0)
         out[i] = mine.sum() / width ** 2
         if path:
