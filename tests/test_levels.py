@@ -542,6 +542,24 @@ def test_a_bent_ridge_stays_whole_by_its_thinness():
     assert select_clusters(_bent_ridge(60), **kw, **RIDGE).n_clusters == 2
     assert select_clusters(_bent_ridge(60), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 1
     assert select_clusters(_bent_ridge(20), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 2
+    # each half meets the other at its end: it stays whole when the branch must be met at an end
+    assert select_clusters(_bent_ridge(60), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75,
+                           ridge_end_share=0.7).n_clusters == 1
+
+
+def test_a_thin_branch_met_along_its_side_is_not_a_ridge_that_bends():
+    """Two rows of 20 cells two rows apart, joined by one cell of 30 in their middle: each row is long and
+    thin, and read by its thinness alone (no line test) it is a piece of a ridge, so the two are joined; each
+    meets the other at its middle, not at an end (its farthest cell from the join lies half its length
+    away), and with the end test the dip rule decides: two clusters."""
+    g = _grid(20, 3)
+    ids = np.r_[np.arange(20), [30], 40 + np.arange(20)]
+    v = np.r_[np.full(20, 100), [30], np.full(20, 100) + np.arange(20) % 2]
+    t = build_level_tree(g, ids, v, np.full(ids.size, 10))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0,
+              **{**RIDGE, "ridge_elongation": 1e9}, ridge_thinness=4.0, ridge_path_share=0.0)
+    assert select_clusters(t, **kw).n_clusters <= 1
+    assert select_clusters(t, **kw, ridge_end_share=0.7).n_clusters == 2
 
 
 def test_two_lines_that_cross_are_not_one_ridge():

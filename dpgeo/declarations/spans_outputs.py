@@ -177,6 +177,9 @@ SPANS_OUTPUTS = (
     Meta("ridge_path_share", "ridge rule: one line", "Thresholds",
          "... if it, its siblings and what joins them are one line: as thin, and one path through them covers at least this "
          "share of their length (two lines that cross cover half)"),
+    Meta("ridge_end_share", "ridge rule: met at an end", "Thresholds",
+         "... if it meets the rest of them at an end: its farthest cell from those that touch the rest lies at "
+         "least this share of its length away (0: anywhere)"),
     Meta("ridge_dip_z", "ridge rule: significance", "Thresholds",
          "the standard deviations of the peak and of the split level (noise and Poisson variation) taken off "
          "and added by the ridge rule"),

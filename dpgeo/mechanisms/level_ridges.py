@@ -278,13 +278,17 @@ def gap_joined(tree: LevelTree, cell_entry: np.ndarray, par: np.ndarray, occupie
 
 
 def bent_ridges(tree: LevelTree, parent: np.ndarray, down: list, candidate: np.ndarray, thinness: float,
-                min_length: float = 0.0, path_share: float = 0.0) -> np.ndarray:
+                min_length: float = 0.0, path_share: float = 0.0, end_share: float = 0.0) -> np.ndarray:
     """Which ``candidate`` nodes are pieces of a ridge that bends: at least ``thinness`` times longer than wide
     and ``min_length`` cells long (:func:`branch_thinness`; a trail that turns, a ring's arc, which
     :func:`branch_elongation`'s variances read as round), wherever they lie from their parent, if the
     parent — the branch, its siblings and what joins them — is one line: as thin, and one path through
     it covers at least ``path_share`` of its length (:func:`branch_shape`: two lines that cross read ½, a
-    round blob's thinness is about 2). ``path_share=0``: the branch's own shape alone.
+    round blob's thinness is about 2). ``path_share=0``: the branch's own shape alone. With ``end_share``,
+    only if the branch meets the rest of its parent at an end, as a ridge's piece in line with the rest
+    (the curved form of :func:`branch_elongation`'s ``along``): the farthest of its cells from those
+    that touch the rest (a shortest path through the branch) lies at least ``end_share`` of its length
+    away — a piece beside its sibling, or a filament inside a blob, touches along its length.
 
     Examples
     --------
@@ -309,6 +313,8 @@ def bent_ridges(tree: LevelTree, parent: np.ndarray, down: list, candidate: np.n
         pthin, pshare = branch_shape(tree, parent, down, np.unique(parent[:nn][bent & (parent[:nn] < nn)]))
         line = np.r_[(pthin >= thinness) & (pshare >= path_share), False]
         bent &= line[parent[:nn]]
+    if end_share > 0:  # ... meeting the rest of its parent at an end
+        bent &= _shape_measures(tree, parent, down, np.flatnonzero(bent), end=True)[1] >= end_share
     return bent
 
 
@@ -375,10 +381,8 @@ def branch_shape(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.ndar
     return _shape_measures(tree, parent, down, nodes, path=True)
 
 
-def _geodesic_diameter(mask: np.ndarray) -> float:
-    """The longest shortest path (8 neighbours, diagonal √2) between two cells of a connected mask."""
-    from scipy.sparse.csgraph import dijkstra
-
+def _mask_graph(mask: np.ndarray):
+    """The cells of a mask as a graph (8 neighbours, diagonal steps √2) and each cell's index in it."""
     h, w = mask.shape
     pos = np.full(mask.shape, -1, dtype=np.int64)
     yy, xx = np.nonzero(mask)
@@ -393,15 +397,25 @@ def _geodesic_diameter(mask: np.ndarray) -> float:
         wts.append(np.full(int(ok.sum()), np.hypot(dx, dy)))
     g = coo_matrix((np.concatenate(wts), (np.concatenate(rows), np.concatenate(cols))),
                    shape=(yy.size, yy.size)).tocsr()
+    return g, pos
+
+
+def _geodesic_diameter(mask: np.ndarray) -> float:
+    """The longest shortest path (8 neighbours, diagonal √2) between two cells of a connected mask."""
+    from scipy.sparse.csgraph import dijkstra
+
+    g, _ = _mask_graph(mask)
     d = dijkstra(g, directed=False, indices=0)
     d = dijkstra(g, directed=False, indices=int(np.argmax(np.where(np.isfinite(d), d, -1))))
     return float(np.max(d[np.isfinite(d)]))
 
 
 def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.ndarray, path: bool = False,
-                    hole_cells: int | None = None):
-    """:func:`branch_thinness` and (with ``path``) the path share of :func:`branch_shape`, of ``nodes`` (1 elsewhere)."""
+                    hole_cells: int | None = None, end: bool = False):
+    """:func:`branch_thinness` and (with ``path``) the path share of :func:`branch_shape`, of ``nodes`` (1 elsewhere);
+    with ``end``, instead of the path share, the end share of :func:`bent_ridges`."""
     from scipy import ndimage
+    from scipy.sparse.csgraph import dijkstra
 
     hole_cells = THIN_HOLE_CELLS if hole_cells is None else hole_cells
     nn = tree.n_nodes
@@ -430,12 +444,16 @@ def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.n
     raster[gy - y0 + 1, gx - x0 + 1] = tree.value
     level = tree.thresholds[tree.node_level].astype(float)
     eight = np.ones((3, 3), dtype=bool)
+    def component(j, ys, xs):  # node j's cells in the crop
+        lab, _ = ndimage.label(raster[ys, xs] >= level[j], structure=eight)
+        c = rep[j]
+        return lab == lab[int(gy[c]) - y0 + 1 - ys.start, int(gx[c]) - x0 + 1 - xs.start]
+
     for i in nodes[rep[nodes] >= 0]:
-        ys = slice(int(lo_y[i]) - y0, int(hi_y[i]) - y0 + 3)
-        xs = slice(int(lo_x[i]) - x0, int(hi_x[i]) - x0 + 3)
-        lab, _ = ndimage.label(raster[ys, xs] >= level[i], structure=eight)
-        c = rep[i]
-        mine = lab == lab[int(gy[c]) - y0 + 1 - ys.start, int(gx[c]) - x0 + 1 - xs.start]
+        box = parent[i] if end and parent[i] < nn else i  # with end: the parent's box, which holds both
+        ys = slice(int(lo_y[box]) - y0, int(hi_y[box]) - y0 + 3)
+        xs = slice(int(lo_x[box]) - x0, int(hi_x[box]) - x0 + 3)
+        mine = component(i, ys, xs)
         if hole_cells > 0:  # small holes (the crop's margin keeps the outside one piece) are the noise's
             holes, _ = ndimage.label(~mine)
             size = np.bincount(holes.ravel())
@@ -445,4 +463,10 @@ def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.n
         out[i] = mine.sum() / width ** 2
         if path:
             share[i] = (_geodesic_diameter(mine) + 1.0) * width / mine.sum()
+        elif end and box != i:  # how far into the branch it reaches from where it meets the rest of its parent
+            touch = mine & ndimage.binary_dilation(component(box, ys, xs) & ~mine, structure=eight)
+            if touch.any():
+                g, pos = _mask_graph(mine)
+                d = dijkstra(g, directed=False, indices=pos[touch], min_only=True)
+                share[i] = (float(np.max(d[np.isfinite(d)])) + 1.0) * width / mine.sum()
     return out, share
