@@ -52,7 +52,7 @@ Usage::
 ``max_area_share``, ``sparse_share``, ``occupied_mass_share``, ``prominence_sd``,
 ``dip_ratio``, ``dip_z``, ``merge_ratio``, ``ridge_elongation`` — ``None`` for no ridge rule —,
 ``ridge_alignment``, ``ridge_dip_ratio``, ``ridge_dip_z``, ``ridge_min_length_cells``,
-``ridge_blob_elongation``, ``fallback_refinement``, ``few_cells_scale``; ``VALUE``
+``ridge_blob_elongation``, ``ridge_thinness``, ``ridge_path_share``, ``ridge_end_share``, ``fallback_refinement``, ``few_cells_scale``; ``VALUE``
 ``None`` is Python's None): how its rules were compared on the generated sets
 (``docs/results.md``; the last example is the resolution rule before the occupancy step ran for
 every n).

@@ -518,3 +518,90 @@ def test_a_near_tie_of_excess_of_mass_shows_the_children():
     assert before.n_clusters == 2 and before.nodes["stability"].tolist()[:4] == [680, 680, 1350, 1365]
     assert select_clusters(t, eom_margin=levels.EOM_MARGIN, **kw).n_clusters == 3
     assert 1365 < (1 + levels.EOM_MARGIN) * 1360
+
+
+def _bent_ridge(dip):
+    """A U one cell wide (two columns of 10 cells and a bottom row of 16, on 20 × 12 cells) at about 100,
+    ``dip`` in the bottom row's middle two cells: each half an L of 18 cells, which its variances read as
+    round."""
+    g = _grid(20, 12)
+    xy = np.r_[[(2, y) for y in range(11, 2, -1)], [(x, 2) for x in range(2, 18)], [(17, y) for y in range(3, 12)]]
+    ids = xy[:, 1] * 20 + xy[:, 0]
+    v = np.full(ids.size, 100) + np.arange(ids.size) % 3
+    v[np.isin(xy[:, 0], (9, 10)) & (xy[:, 1] == 2)] = dip
+    order = np.argsort(ids)
+    return build_level_tree(g, ids[order], v[order], np.full(ids.size, 10))
+
+
+def test_a_bent_ridge_stays_whole_by_its_thinness():
+    """The halves of a U dipping to 60 at its bottom are L's, 18 cells by one: their ratio of variances is
+    below the ridge rule's (they are two clusters by the dip rule, as without the ridge rule); read by their
+    cells against their width (18) they are long and thin, the U they make together is one line (one path
+    covers it), and the ridge rule keeps it whole; a dip to 20 still cuts it."""
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0)
+    assert select_clusters(_bent_ridge(60), **kw, **RIDGE).n_clusters == 2
+    assert select_clusters(_bent_ridge(60), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 1
+    assert select_clusters(_bent_ridge(20), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 2
+    # each half meets the other at its end: it stays whole when the branch must be met at an end
+    assert select_clusters(_bent_ridge(60), **kw, **RIDGE, ridge_thinness=4.0, ridge_path_share=0.75,
+                           ridge_end_share=0.7).n_clusters == 1
+
+
+def test_a_thin_branch_met_along_its_side_is_not_a_ridge_that_bends():
+    """Two rows of 20 cells two rows apart, joined by one cell of 30 in their middle: each row is long and
+    thin, and read by its thinness alone (no line test) it is a piece of a ridge, so the two are joined; each
+    meets the other at its middle, not at an end (its farthest cell from the join lies half its length
+    away), and with the end test the dip rule decides: two clusters."""
+    g = _grid(20, 3)
+    ids = np.r_[np.arange(20), [30], 40 + np.arange(20)]
+    v = np.r_[np.full(20, 100), [30], np.full(20, 100) + np.arange(20) % 2]
+    t = build_level_tree(g, ids, v, np.full(ids.size, 10))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0,
+              **{**RIDGE, "ridge_elongation": 1e9}, ridge_thinness=4.0, ridge_path_share=0.0)
+    assert select_clusters(t, **kw).n_clusters <= 1
+    assert select_clusters(t, **kw, ridge_end_share=0.7).n_clusters == 2
+
+
+def test_two_lines_that_cross_are_not_one_ridge():
+    """Two lines one cell wide crossing at a plus of five cells at 40 (arms of 7 cells at 100, on 17 × 17 cells): the
+    four arms are long and thin, but what joins them is a cross, not one line (one path covers half of it),
+    so the dip rule decides and they stay apart; read as one ridge (``ridge_path_share=0``) they are one (or none).
+    (The arms are straight and in line with the cross's centre: the ratio of variances alone would read them
+    as pieces of a ridge; it is set out of reach here, so that the thinness decides.)"""
+    g = _grid(17, 17)
+    grid = np.zeros((17, 17), dtype=np.int64)
+    grid[8, :] = grid[:, 8] = 100
+    grid[8, 7:10] = grid[7:10, 8] = 40
+    ids = np.flatnonzero(grid.ravel())
+    t = build_level_tree(g, ids, grid.ravel()[ids], np.full(ids.size, 10))
+    kw = dict(min_mass=10, min_prominence=5, extent="core", noise_sd=1.0, dip_ratio=0.25, dip_z=2.0,
+              **{**RIDGE, "ridge_elongation": 1e9})
+    assert select_clusters(t, **kw, ridge_thinness=4.0, ridge_path_share=0.75).n_clusters == 4
+    assert select_clusters(t, **kw, ridge_thinness=4.0, ridge_path_share=0.0).n_clusters <= 1
+
+
+def test_a_round_branch_full_of_small_holes_is_not_thin():
+    """A 15 × 15 square of cells with one-cell holes every third cell (where the noise left cells below the
+    level) has a mean distance to its nearest hole of about one cell: read as it is, it is as thin as a
+    ridge; with its holes of up to nine cells filled it is the square again (thinness below 3). A ring, whose
+    hole is large, stays thin."""
+    from dpgeo.mechanisms.level_ridges import _shape_measures
+    from dpgeo.mechanisms.level_select import _by_level
+
+    def thinness(mask, holes):
+        g = _grid(*mask.shape[::-1])
+        ids = np.flatnonzero(mask.ravel())
+        t = build_level_tree(g, ids, np.full(ids.size, 50), np.ones(ids.size, int))
+        par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+        return _shape_measures(t, par, _by_level(t, ascending=False), np.arange(t.n_nodes), hole_cells=holes)[0][0]
+
+    holey = np.zeros((17, 17), dtype=bool)
+    holey[1:16, 1:16] = True
+    holey[2:15:3, 2:15:3] = False
+    full = np.zeros((17, 17), dtype=bool)
+    full[1:16, 1:16] = True
+    assert thinness(holey, 0) > 5
+    assert thinness(holey, 9) == pytest.approx(thinness(full, 9)) and thinness(full, 9) < 3
+    yy, xx = np.mgrid[0:21, 0:21]
+    ring = np.abs(np.hypot(yy - 10, xx - 10) - 7) < 1.0
+    assert thinness(ring, 9) > 5

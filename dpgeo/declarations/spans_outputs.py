@@ -170,6 +170,16 @@ SPANS_OUTPUTS = (
     Meta("ridge_blob_elongation", "ridge rule: round blobs", "Thresholds",
          "a long thin branch that splits into branches less elongated than this (a ratio of variances), each "
          "significant by the dip rule, is a row of round blobs, not a ridge, and held to the dip rule"),
+    Meta("ridge_thinness", "ridge rule: thinness", "Thresholds",
+         "a branch at least this many times longer than wide, bends and all (its cells against the square of "
+         "their mean width by a distance transform), is a piece of a ridge too, wherever it lies from its parent "
+         "(absent: the ratio of variances alone)"),
+    Meta("ridge_path_share", "ridge rule: one line", "Thresholds",
+         "... if it, its siblings and what joins them are one line: as thin, and one path through them covers at least this "
+         "share of their length (two lines that cross cover half)"),
+    Meta("ridge_end_share", "ridge rule: met at an end", "Thresholds",
+         "... if it meets the rest of them at an end: its farthest cell from those that touch the rest lies at "
+         "least this share of its length away (0: anywhere)"),
     Meta("ridge_dip_z", "ridge rule: significance", "Thresholds",
          "the standard deviations of the peak and of the split level (noise and Poisson variation) taken off "
          "and added by the ridge rule"),

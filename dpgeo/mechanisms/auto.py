@@ -63,7 +63,10 @@ from .levels import (
     RIDGE_DIP_RATIO,
     RIDGE_DIP_Z,
     RIDGE_ELONGATION,
+    RIDGE_END_SHARE,
     RIDGE_MIN_LENGTH_CELLS,
+    RIDGE_PATH_SHARE,
+    RIDGE_THINNESS,
     MIN_MASS_SHARE,
     MIN_PROMINENCE_SD,
     LevelClusters,
@@ -227,6 +230,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      ridge_dip_ratio: float = RIDGE_DIP_RATIO, ridge_dip_z: float = RIDGE_DIP_Z,
                      ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
                      ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
+                     ridge_thinness: float | None = RIDGE_THINNESS, ridge_path_share: float = RIDGE_PATH_SHARE,
+                     ridge_end_share: float = RIDGE_END_SHARE,
                      fallback_refinement: float = FALLBACK_REFINEMENT,
                      few_cells_scale: float = FEW_CELLS_SCALE, kernel: str = "box",
                      few_cells_kernel: str = FEW_CELLS_KERNEL, gap_z: float | None = GAP_Z,
@@ -315,6 +320,11 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         its long axis from its parent, is cut off only where the ridge dips
         deeply and significantly (None: no ridge rule), as for
         :func:`dpgeo.mechanisms.levels.density_levels`.
+    ridge_thinness, ridge_path_share, ridge_end_share
+        ... and so is a branch this many times longer than wide, bends and all (its cells against the square of
+        their width; :data:`~dpgeo.mechanisms.levels.RIDGE_THINNESS`; None: the ratio of variances alone), if it
+        and its siblings are one line (:data:`~dpgeo.mechanisms.levels.RIDGE_PATH_SHARE`) and it meets them at an
+        end (:data:`~dpgeo.mechanisms.levels.RIDGE_END_SHARE`).
     chain_elongation, chain_piece_elongation
         Chosen clusters whose grown cells meet and that lie end to end along
         a line are one corridor (None: never), as for
@@ -407,7 +417,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,
                                         ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                         ridge_min_length_cells=ridge_min_length_cells,
-                                        ridge_blob_elongation=ridge_blob_elongation, kernel=kern,
+                                        ridge_blob_elongation=ridge_blob_elongation,
+                                        ridge_thinness=ridge_thinness, ridge_path_share=ridge_path_share,
+                                        ridge_end_share=ridge_end_share,
+                                        kernel=kern,
                                         gap_z=gap_z, eom_margin=eom_margin,
                                         chain_elongation=chain_elongation,
                                         chain_piece_elongation=chain_piece_elongation,

@@ -27,9 +27,14 @@ from scipy.special import ndtri
 
 from .level_tree import LevelTree, adjacent_pairs
 
-__all__ = ["COMPACT_SHARE", "blob_chains", "branch_elongation", "dip_significant", "gap_joined", "max_excess_sd",
+__all__ = ["COMPACT_SHARE", "blob_chains", "bent_ridges", "branch_elongation", "branch_shape", "branch_thinness", "dip_significant", "gap_joined", "max_excess_sd",
            "splits_below"]
 
+#: The thinness of a branch (:func:`branch_thinness`) is read with its holes of at most this many cells filled:
+#: at a level near a shape's own, the noise leaves cells below it inside the shape, and a round shape full
+#: of small holes is as thin everywhere as its holes are close. Nine: one 3×3 neighbourhood, the levels' own
+#: scale; chosen on the generated sets with the thinness (docs/results.md §1b, tenth comparison; 0: no filling).
+THIN_HOLE_CELLS = 9
 #: The gap rule: a child cluster is a compact group when one component of the occupied cells holds at least
 #: this share of its points (half: most of it; not tuned).
 COMPACT_SHARE = 0.5
@@ -270,3 +275,198 @@ def gap_joined(tree: LevelTree, cell_entry: np.ndarray, par: np.ndarray, occupie
     n_cores = np.bincount(pc // n_comp, minlength=n_entries)
     out[:] = n_cores >= 2
     return out
+
+
+def bent_ridges(tree: LevelTree, parent: np.ndarray, down: list, candidate: np.ndarray, thinness: float,
+                min_length: float = 0.0, path_share: float = 0.0, end_share: float = 0.0) -> np.ndarray:
+    """Which ``candidate`` nodes are pieces of a ridge that bends: at least ``thinness`` times longer than wide
+    and ``min_length`` cells long (:func:`branch_thinness`; a trail that turns, a ring's arc, which
+    :func:`branch_elongation`'s variances read as round), wherever they lie from their parent, if the
+    parent — the branch, its siblings and what joins them — is one line: as thin, and one path through
+    it covers at least ``path_share`` of its length (:func:`branch_shape`: two lines that cross read ½, a
+    round blob's thinness is about 2). ``path_share=0``: the branch's own shape alone. With ``end_share``,
+    only if the branch meets the rest of its parent at an end, as a ridge's piece in line with the rest
+    (the curved form of :func:`branch_elongation`'s ``along``): the farthest of its cells from those
+    that touch the rest (a shortest path through the branch) lies at least ``end_share`` of its length
+    away — a piece beside its sibling, or a filament inside a blob, touches along its length.
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> from dpgeo.mechanisms.level_select import _by_level
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 200, 10), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> v = np.r_[np.full(9, 50), 20, 20, np.full(9, 60)]   # a row of 20 cells dipping in its middle
+    >>> t = build_level_tree(g, np.arange(20), v, np.ones(20, int))
+    >>> par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+    >>> bent_ridges(t, par, _by_level(t, ascending=False), np.ones(t.n_nodes, bool), 4.0, 6.0, 0.75).tolist()
+    [True, True, False]
+    """
+    nn = tree.n_nodes
+    ncell = np.bincount(tree.cell_node, minlength=nn + 1).astype(float)
+    for grp in down:  # children before parents
+        np.add.at(ncell, parent[grp], ncell[grp])
+    thin = branch_thinness(tree, parent, down, np.flatnonzero(candidate))
+    bent = candidate & (thin >= thinness) & (thin * ncell[:nn] >= min_length ** 2)
+    if path_share > 0:  # ... of one line: not two lines that cross, nor two blobs side by side
+        pthin, pshare = branch_shape(tree, parent, down, np.unique(parent[:nn][bent & (parent[:nn] < nn)]))
+        line = np.r_[(pthin >= thinness) & (pshare >= path_share), False]
+        bent &= line[parent[:nn]]
+    if end_share > 0:  # ... meeting the rest of its parent at an end
+        bent &= _shape_measures(tree, parent, down, np.flatnonzero(bent), end=True)[1] >= end_share
+    return bent
+
+
+def branch_thinness(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.ndarray) -> np.ndarray:
+    """For each node of the tree, how many times longer than wide its cells are, bends and all: their number
+    against the square of their width, ``m / w²``, with ``w = 4 d̄ - 3`` (at least 1), ``d̄`` the mean
+    distance (in cells, between cell centres) from its cells to the nearest cell not in it (a Euclidean
+    distance transform, :func:`scipy.ndimage.distance_transform_edt`, of the node's cells; a band
+    ``2k + 1`` cells wide has ``d̄ = (k + 1)² / (2k + 1)``: 1, 1.33, 1.8 for 1, 3, 5 cells).
+
+    A band ``w`` cells wide and ``L`` long, straight, curved or winding, reads about ``L / w``; a disc
+    of radius ``ρ`` (``d̄ ≈ ρ/3 + ½``) about 2: a mean, not the largest distance, so that where two
+    bands cross the width stays theirs. :func:`branch_elongation`'s ratio of variances reads a curved band — a ring's arc, a
+    trail that turns — as round. Only ``nodes`` are measured (the others read 1): each in the box of its
+    cells, as the component of the cells at or above its level that holds them (8 neighbours, as the tree's
+    level sets): O(box area) each. ``parent`` and ``down`` as for :func:`branch_elongation`.
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> from dpgeo.mechanisms.level_select import _by_level
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 120, 120), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> yy, xx = np.mgrid[0:12, 0:12]
+    >>> arc = (np.abs(np.hypot(xx - 6.0, yy - 1.0) - 5) < 0.6).ravel()   # a half ring, one cell wide
+    >>> t = build_level_tree(g, np.flatnonzero(arc), np.full(int(arc.sum()), 50), np.ones(int(arc.sum()), int))
+    >>> par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+    >>> down = _by_level(t, ascending=False)
+    >>> branch_thinness(t, par, down, np.arange(t.n_nodes)).tolist()          # 21 cells by 1
+    [21.0]
+    >>> np.round(branch_elongation(t, par, down), 1).tolist()                 # its variances: roundish
+    [3.6]
+    """
+    return _shape_measures(tree, parent, down, nodes)[0]
+
+
+def branch_shape(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.ndarray):
+    """For each node of the tree, its thinness (:func:`branch_thinness`) and how much of its length one path
+    through it covers: the longest of the
+    shortest paths between two of its cells (8 neighbours, diagonal steps √2: a geodesic diameter, found
+    by two Dijkstra passes, :func:`scipy.sparse.csgraph.dijkstra`), plus one, against its length as a
+    band, ``m / w`` (:func:`branch_thinness`).
+
+    About 1 for one line, straight or bent (and for a round shape, about as much: with the thinness, it
+    tells one line from a blob); ½ for two lines that cross, ⅔ for three arms from one point: a trail's
+    pieces joined read 1, two trails crossing ½. Only ``nodes`` are measured (the others read 1 and 1).
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> from dpgeo.mechanisms.level_select import _by_level
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 210, 210), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> cross = np.zeros((21, 21), bool); cross[10, :] = cross[:, 10] = True
+    >>> ids = np.flatnonzero(cross.ravel())
+    >>> t = build_level_tree(g, ids, np.full(ids.size, 50), np.ones(ids.size, int))
+    >>> par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+    >>> thin, share = branch_shape(t, par, _by_level(t, ascending=False), np.arange(t.n_nodes))
+    >>> np.round(thin, 1).tolist(), np.round(share, 2).tolist()
+    ([37.9], [0.53])
+    """
+    return _shape_measures(tree, parent, down, nodes, path=True)
+
+
+def _mask_graph(mask: np.ndarray):
+    """The cells of a mask as a graph (8 neighbours, diagonal steps √2) and each cell's index in it."""
+    h, w = mask.shape
+    pos = np.full(mask.shape, -1, dtype=np.int64)
+    yy, xx = np.nonzero(mask)
+    pos[yy, xx] = np.arange(yy.size)
+    rows, cols, wts = [], [], []
+    for dy, dx in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        y2, x2 = yy + dy, xx + dx
+        ok = (y2 < h) & (x2 >= 0) & (x2 < w)
+        ok[ok] = mask[y2[ok], x2[ok]]
+        rows.append(pos[yy[ok], xx[ok]])
+        cols.append(pos[y2[ok], x2[ok]])
+        wts.append(np.full(int(ok.sum()), np.hypot(dx, dy)))
+    g = coo_matrix((np.concatenate(wts), (np.concatenate(rows), np.concatenate(cols))),
+                   shape=(yy.size, yy.size)).tocsr()
+    return g, pos
+
+
+def _geodesic_diameter(mask: np.ndarray) -> float:
+    """The longest shortest path (8 neighbours, diagonal √2) between two cells of a connected mask."""
+    from scipy.sparse.csgraph import dijkstra
+
+    g, _ = _mask_graph(mask)
+    d = dijkstra(g, directed=False, indices=0)
+    d = dijkstra(g, directed=False, indices=int(np.argmax(np.where(np.isfinite(d), d, -1))))
+    return float(np.max(d[np.isfinite(d)]))
+
+
+def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.ndarray, path: bool = False,
+                    hole_cells: int | None = None, end: bool = False):
+    """:func:`branch_thinness` and (with ``path``) the path share of :func:`branch_shape`, of ``nodes`` (1 elsewhere);
+    with ``end``, instead of the path share, the end share of :func:`bent_ridges`."""
+    from scipy import ndimage
+    from scipy.sparse.csgraph import dijkstra
+
+    hole_cells = THIN_HOLE_CELLS if hole_cells is None else hole_cells
+    nn = tree.n_nodes
+    out = np.ones(nn)
+    share = np.ones(nn)
+    nodes = np.asarray(nodes, dtype=np.int64)
+    if nodes.size == 0 or tree.cell_id.size == 0:
+        return out, share
+    nx = tree.grid.nx
+    gx, gy = tree.cell_id % nx, tree.cell_id // nx
+    lo_x, lo_y = np.full(nn + 1, np.iinfo(np.int64).max), np.full(nn + 1, np.iinfo(np.int64).max)
+    hi_x, hi_y = np.full(nn + 1, -1), np.full(nn + 1, -1)
+    np.minimum.at(lo_x, tree.cell_node, gx)
+    np.minimum.at(lo_y, tree.cell_node, gy)
+    np.maximum.at(hi_x, tree.cell_node, gx)
+    np.maximum.at(hi_y, tree.cell_node, gy)
+    rep = np.full(nn + 1, -1, dtype=np.int64)  # one cell of each node's subtree
+    rep[tree.cell_node[::-1]] = np.arange(tree.cell_id.size)[::-1]
+    for grp in down:  # children before parents
+        for arr, f in ((lo_x, np.minimum), (lo_y, np.minimum), (hi_x, np.maximum), (hi_y, np.maximum)):
+            f.at(arr, parent[grp], arr[grp])
+        has = rep[grp] >= 0
+        rep[parent[grp][has]] = np.where(rep[parent[grp][has]] >= 0, rep[parent[grp][has]], rep[grp][has])
+    x0, y0 = int(gx.min()), int(gy.min())
+    raster = np.full((int(gy.max()) - y0 + 3, int(gx.max()) - x0 + 3), -np.inf)  # a margin of one empty cell
+    raster[gy - y0 + 1, gx - x0 + 1] = tree.value
+    level = tree.thresholds[tree.node_level].astype(float)
+    eight = np.ones((3, 3), dtype=bool)
+    def component(j, ys, xs):  # node j's cells in the crop
+        lab, _ = ndimage.label(raster[ys, xs] >= level[j], structure=eight)
+        c = rep[j]
+        return lab == lab[int(gy[c]) - y0 + 1 - ys.start, int(gx[c]) - x0 + 1 - xs.start]
+
+    for i in nodes[rep[nodes] >= 0]:
+        box = parent[i] if end and parent[i] < nn else i  # with end: the parent's box, which holds both
+        ys = slice(int(lo_y[box]) - y0, int(hi_y[box]) - y0 + 3)
+        xs = slice(int(lo_x[box]) - x0, int(hi_x[box]) - x0 + 3)
+        mine = component(i, ys, xs)
+        if hole_cells > 0:  # small holes (the crop's margin keeps the outside one piece) are the noise's
+            holes, _ = ndimage.label(~mine)
+            size = np.bincount(holes.ravel())
+            size[holes[0, 0]] = hole_cells + 1
+            mine |= (size <= hole_cells)[holes]
+        width = max(4.0 * ndimage.distance_transform_edt(mine)[mine].mean() - 3.0, 1.0)
+        out[i] = mine.sum() / width ** 2
+        if path:
+            share[i] = (_geodesic_diameter(mine) + 1.0) * width / mine.sum()
+        elif end and box != i:  # how far into the branch it reaches from where it meets the rest of its parent
+            touch = mine & ndimage.binary_dilation(component(box, ys, xs) & ~mine, structure=eight)
+            if touch.any():
+                g, pos = _mask_graph(mine)
+                d = dijkstra(g, directed=False, indices=pos[touch], min_only=True)
+                share[i] = (float(np.max(d[np.isfinite(d)])) + 1.0) * width / mine.sum()
+    return out, share

@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ..errors import ParameterError
 from .level_chains import CHAIN_PIECE_ELONGATION, chain_merges
-from .level_ridges import blob_chains, branch_elongation, dip_significant, gap_joined, max_excess_sd, splits_below
+from .level_ridges import blob_chains, bent_ridges, branch_elongation, dip_significant, gap_joined, max_excess_sd, splits_below
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
@@ -96,6 +96,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     merge_ratio: float | None = None, ridge_elongation: float | None = None,
                     ridge_dip_ratio: float = 1.0, ridge_dip_z: float = 1.0, ridge_alignment: float | None = None,
                     ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
+                    ridge_thinness: float | None = None, ridge_path_share: float = 0.0, ridge_end_share: float = 0.0,
                     level_variance: float = 1.0, gap_z: float | None = None,
                     cell_noise_sd: float = 0.0, eom_margin: float = 0.0,
                     chain_elongation: float | None = None,
@@ -172,6 +173,9 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         ... unless it is a row of round blobs (:func:`~dpgeo.mechanisms.level_ridges.blob_chains`): it splits
         into branches significant by the dip rule and less elongated than this (or rows of such blobs
         themselves), which holds it to the dip rule of round branches; None: every long thin branch is a ridge.
+    ridge_thinness, ridge_path_share, ridge_end_share : float or None
+        A branch this many times longer than wide, bends and all, whose parent is one line as thin, met at
+        an end (:func:`~dpgeo.mechanisms.level_ridges.bent_ridges`), is a piece of a ridge too. None: no such test.
     merge_ratio : float or None
         Two chosen clusters whose grown cells meet are one cluster when the
         density where they meet is at least this share of the lower of their
@@ -258,6 +262,9 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         # density falls deeply and significantly
         elong, raw = branch_elongation(tree, parent, down, ridge_alignment, ridge_min_length_cells, raw=True)
         ridge = elong >= ridge_elongation
+        if ridge_thinness is not None and np.isfinite(ridge_thinness):  # a long thin branch that bends
+            ridge |= bent_ridges(tree, parent, down, sig[:nn] & ~ridge, ridge_thinness, ridge_min_length_cells,
+                                 ridge_path_share, ridge_end_share)
         if ridge_blob_elongation is not None and np.isfinite(ridge_blob_elongation):
             # a row of round blobs, each significant by the dip rule, is not a ridge
             ridge &= ~blob_chains(parent, down, sig[:nn] & (raw < ridge_blob_elongation))

@@ -108,7 +108,10 @@ __all__ = [
     "RIDGE_DIP_RATIO",
     "RIDGE_DIP_Z",
     "RIDGE_ELONGATION",
+    "RIDGE_END_SHARE",
     "RIDGE_MIN_LENGTH_CELLS",
+    "RIDGE_PATH_SHARE",
+    "RIDGE_THINNESS",
     "SELECTIONS",
     "LevelClusters",
     "LevelTree",
@@ -181,6 +184,13 @@ RIDGE_BLOB_ELONGATION = 4.0
 #: and the check of the fifth on every generated set).
 RIDGE_DIP_RATIO = 1.0
 RIDGE_DIP_Z = 2.0
+#: A branch this many times longer than wide, bends and all (a trail that turns, a ring's arc), is a piece of a
+#: ridge too (:func:`~dpgeo.mechanisms.level_ridges.bent_ridges`; docs/results.md §1b, tenth comparison) ...
+RIDGE_THINNESS = None
+#: ... if it and its siblings are one line (the share of their length one path covers; a cross reads ½) ...
+RIDGE_PATH_SHARE = 0.75
+#: ... met at an end (its farthest cell from where it meets the rest: this share of its length; 0: anywhere).
+RIDGE_END_SHARE = 0.0
 #: ... and at least √n̂ noisy points, ``n̂`` the noisy total (the map's scale: :func:`scale_mass`).
 MIN_MASS_SHARE = "sqrt"
 #: The gap rule: a cluster two of whose child clusters are compact groups (half their points or more in one
@@ -432,7 +442,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_elongation: float | None = RIDGE_ELONGATION, ridge_dip_ratio: float = RIDGE_DIP_RATIO,
                    ridge_dip_z: float = RIDGE_DIP_Z, ridge_alignment: float | None = RIDGE_ALIGNMENT,
                    ridge_min_length_cells: float = RIDGE_MIN_LENGTH_CELLS,
-                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION, kernel: str = "box",
+                   ridge_blob_elongation: float | None = RIDGE_BLOB_ELONGATION,
+                   ridge_thinness: float | None = RIDGE_THINNESS, ridge_path_share: float = RIDGE_PATH_SHARE,
+                   ridge_end_share: float = RIDGE_END_SHARE,
+                   kernel: str = "box",
                    gap_z: float | None = GAP_Z, eom_margin: float = EOM_MARGIN,
                    chain_elongation: float | None = CHAIN_ELONGATION,
                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
@@ -467,6 +480,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`).
     ridge_elongation, ridge_alignment, ridge_dip_ratio, ridge_dip_z, ridge_min_length_cells, ridge_blob_elongation
         The ridge rule (:data:`RIDGE_ELONGATION` and after; ``ridge_elongation=None``: none).
+    ridge_thinness, ridge_path_share, ridge_end_share
+        ... and a branch this many times longer than wide, bends and all, is a piece of a ridge too
+        (:data:`RIDGE_THINNESS`; None: the ratio of variances alone) if it and its siblings are one line
+        (:data:`RIDGE_PATH_SHARE`) met at an end (:data:`RIDGE_END_SHARE`).
     chain_elongation, chain_piece_elongation : float or None
         Chosen clusters that lie end to end along a line are one corridor
         (:func:`~dpgeo.mechanisms.level_chains.chain_merges`; None: never).
@@ -535,7 +552,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
-                               ridge_blob_elongation=ridge_blob_elongation,
+                               ridge_blob_elongation=ridge_blob_elongation, ridge_thinness=ridge_thinness,
+                               ridge_path_share=ridge_path_share, ridge_end_share=ridge_end_share,
                                chain_elongation=chain_elongation, chain_piece_elongation=chain_piece_elongation,
                                dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z)
     settings = {
@@ -564,6 +582,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
             "ridge_dip_z": float(ridge_dip_z),
             "ridge_min_length_cells": float(ridge_min_length_cells),
             "ridge_blob_elongation": None if ridge_blob_elongation is None else float(ridge_blob_elongation),
+            **({} if ridge_thinness is None else {"ridge_thinness": float(ridge_thinness),
+                                                  "ridge_path_share": float(ridge_path_share),
+                                                  "ridge_end_share": float(ridge_end_share)}),
         }),
         **({} if chain_elongation is None else {
             "chain_elongation": float(chain_elongation),
