@@ -477,6 +477,24 @@ def synthetic_battery(seed=20260501):
 
 # -- the methods -----------------------------------------------------------------------------------------
 
+def square_box(x, y, side_m):
+    """``(x, y, box)``: a set scaled, its aspect kept, so that the longer side of its range spans 98% of a
+    square box ``side_m`` metres wide, centred in it — a labelled set tried as a new user would, in a study
+    area of a city's size (the references are the same: ARI, DBSCAN's relative radii and HDBSCAN do not
+    change with the scale).
+
+    Examples
+    --------
+    >>> x, y, box = square_box(np.array([0.0, 2.0]), np.array([0.0, 1.0]), 10_000)
+    >>> box, x.tolist(), y.tolist()
+    ((0.0, 0.0, 10000.0, 10000.0), [100.0, 9900.0], [2550.0, 7450.0])
+    """
+    x0, x1, y0, y1 = float(x.min()), float(x.max()), float(y.min()), float(y.max())
+    k = 0.98 * side_m / max(x1 - x0, y1 - y0, 1e-12)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    return (x - cx) * k + side_m / 2, (y - cy) * k + side_m / 2, (0.0, 0.0, float(side_m), float(side_m))
+
+
 def _area(box):
     from dpgeo.domain import StudyArea
 
@@ -574,12 +592,15 @@ def run(args):
         data = {k: v for k, v in data.items() if k.startswith(("syn_", "gen_"))}
     seeds = list(range(args.seeds))
     refs = json.loads(Path(args.ref_cache).read_text()) if args.ref_cache and Path(args.ref_cache).exists() else {}
-    out = {"settings": {"epsilons": args.eps, "seeds": seeds, "box_rule": public_box.__doc__, "auto": args.auto},
+    box_rule = public_box.__doc__ if not args.square_box else f"labelled sets: square_box(side {args.square_box:g} m)"
+    out = {"settings": {"epsilons": args.eps, "seeds": seeds, "box_rule": box_rule, "auto": args.auto},
            "sets": {}}
     t0 = time.perf_counter()
     for name, v in data.items():
         x, y, lab = v[:3]
         box = v[3] if len(v) > 3 else public_box(x, y)
+        if args.square_box and len(v) <= 3:  # a labelled set placed in a square box of that side, metres
+            x, y, box = square_box(x, y, args.square_box)
         rec = out["sets"][name] = {"n": int(x.size), "k": int(np.unique(lab[lab > 0]).size), "box": box,
                                    "validation": name.startswith(("syn_", "gen_")), "eps": {}}
         if name in refs:  # the non-private references depend on the data alone
@@ -697,6 +718,9 @@ def main(argv=None):
     ap.add_argument("--categories", type=int, default=0, metavar="N",
                     help="add N generated sets of each failure class (" + ", ".join(CATEGORIES) + ")")
     ap.add_argument("--no-oracle", action="store_true", help="skip the best-of-grid DP-DBSCAN (the slow part)")
+    ap.add_argument("--square-box", type=float, default=None, metavar="METRES",
+                    help="place each labelled set in a square box this wide, its aspect kept (e.g. 10000: "
+                         "as a new user would try it in a city's study area); default: its own rounded range")
     ap.add_argument("--auto", action="append", default=[], metavar="NAME=VALUE",
                     help="a setting of the auto mechanism to change (repeatable)")
     ap.add_argument("--json", default=None, help="also write all numbers to this file")
