@@ -42,6 +42,7 @@ Usage::
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1
     python benchmarks/utility_auto.py --synthetic --no-oracle --eps 1 --auto rho=0.7 --auto selection=leaf
     python benchmarks/utility_auto.py --synthetic --categories 6 --validation-only --no-oracle --seeds 3
+    python benchmarks/utility_auto.py --no-oracle --eps 0.5 1 2 --seeds 3 --square-box 10000   # held-out sets in a 10 km box
     python benchmarks/utility_auto.py --synthetic --categories 6 --no-oracle --seeds 3 --ref-cache refs.json \
         --auto large_share=0 --auto max_refinement=4 --auto max_area_share=0.1 --auto sparse_share=None
 
