@@ -230,16 +230,7 @@ def test_small_groups_the_occupancy_histogram_cannot_see_get_somewhat_finer_cell
     from dpgeo.evaluation import adjusted_rand_index
     from dpgeo.mechanisms.concentration import FALLBACK_REFINEMENT
 
-    rng = np.random.default_rng(3)
-    c = []
-    while len(c) < 12:
-        p = rng.uniform(700, 9300, 2)
-        if all(np.hypot(*(p - d)) > 1200 for d in c):
-            c.append(p)
-    lab = np.repeat(np.arange(12), 35)
-    xy = np.array(c)[lab] + rng.normal(0, 150, (lab.size, 2))
-    f = fine_grid(_area(10_000.0, 10_000.0))
-    ids, counts = np.unique(f.assign(xy[:, 0], xy[:, 1]).cell_id, return_counts=True)
+    f, ids, counts, lab, xy = _groups_in_box(12, 35)
 
     def ari(seed, **kw):
         r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=seed), **kw)
@@ -270,16 +261,7 @@ def test_groups_apart_are_not_one_cluster_for_the_kernels_blur():
     from dpgeo.evaluation import adjusted_rand_index
     from dpgeo.mechanisms.levels import GAP_Z
 
-    rng = np.random.default_rng(3)
-    c = []
-    while len(c) < 10:
-        p = rng.uniform(700, 9300, 2)
-        if all(np.hypot(*(p - d)) > 1200 for d in c):
-            c.append(p)
-    lab = np.repeat(np.arange(10), 45)
-    xy = np.array(c)[lab] + rng.normal(0, 150, (lab.size, 2))
-    f = fine_grid(_area(10_000.0, 10_000.0))
-    ids, counts = np.unique(f.assign(xy[:, 0], xy[:, 1]).cell_id, return_counts=True)
+    f, ids, counts, lab, xy = _groups_in_box(10, 45)
 
     def run(seed, **kw):
         r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=seed), **kw)
@@ -317,6 +299,22 @@ def test_few_cells_ask_a_cluster_for_a_smaller_share_of_the_scale():
         r1 = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=1), few_cells_scale=1.0)
         assert r1.settings["min_cluster_mass"] == pytest.approx(
             max(MIN_MASS_SD * 3 * r1.settings["noise_sd_of_cell"], math.sqrt(max(r1.n_hat, 0))))
+
+
+def _groups_in_box(k, per_group):
+    """``k`` Gaussian groups of ``per_group`` points (s.d. 150 m, centres 1.2 km or more apart) in a 10 km
+    study area (seeded): the finest grid, its exact counts, the groups' labels and the points."""
+    rng = np.random.default_rng(3)
+    c = []
+    while len(c) < k:
+        p = rng.uniform(700, 9300, 2)
+        if all(np.hypot(*(p - d)) > 1200 for d in c):
+            c.append(p)
+    lab = np.repeat(np.arange(k), per_group)
+    xy = np.array(c)[lab] + rng.normal(0, 150, (lab.size, 2))
+    f = fine_grid(_area(10_000.0, 10_000.0))
+    ids, counts = np.unique(f.assign(xy[:, 0], xy[:, 1]).cell_id, return_counts=True)
+    return f, ids, counts, lab, xy
 
 
 def _corridor(middle_points):
