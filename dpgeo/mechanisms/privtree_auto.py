@@ -64,17 +64,17 @@ def window_noise_sd(leaf_of_cell: np.ndarray, leaf_cells: np.ndarray, sd_leaf: f
     return sd_leaf * np.sqrt(var).reshape(ny, nx)
 
 
-def gaussian_fdr_floor(sd_cells: np.ndarray, universe: np.ndarray, exact_sums: np.ndarray | None = None):
+def gaussian_fdr_floor(sd_cells: np.ndarray, universe: np.ndarray, unrounded_sums: np.ndarray | None = None):
     """A floor function for :func:`~dpgeo.mechanisms.levels.density_levels`: Benjamini–Hochberg with
     each cell's own noise s.d. and normal p-values (an approximation of the discrete law), on the 3×3 sums
-    of the leaves' densities before rounding (``exact_sums``) when given."""
+    of the leaves' noisy densities before rounding (``unrounded_sums``) when given."""
     from scipy.special import ndtr
 
     def floor(sums, fdr):
-        if exact_sums is None:
+        if unrounded_sums is None:
             s = sums.ravel()[universe].astype(np.float64) - 0.5
         else:
-            s = exact_sums.ravel()[universe]
+            s = unrounded_sums.ravel()[universe]
         sd = sd_cells.ravel()[universe]
         p = ndtr(-s / np.maximum(sd, 1e-12))
         order = np.argsort(p, kind="stable")
@@ -130,8 +130,8 @@ def privtree_histogram(fine, cell_id, count, epsilon_histogram, *, rng, sensitiv
     dens = (leaves.leaf_count / leaves.leaf_cells)[leaves.leaf_of_cell]
     pad = np.zeros((grid.ny + 2, grid.nx + 2))
     pad[1:-1, 1:-1] = dens
-    exact = sum(pad[1 + dy:1 + dy + grid.ny, 1 + dx:1 + dx + grid.nx] for dy in (-1, 0, 1) for dx in (-1, 0, 1))
-    levels_kw = {"floor_cells": gaussian_fdr_floor(sd_cells, uni, exact if float_floor else None), "noise_sd": sd}
+    unrounded = sum(pad[1 + dy:1 + dy + grid.ny, 1 + dx:1 + dx + grid.nx] for dy in (-1, 0, 1) for dx in (-1, 0, 1))
+    levels_kw = {"floor_cells": gaussian_fdr_floor(sd_cells, uni, unrounded if float_floor else None), "noise_sd": sd}
     info = {
         "resolution": "privtree (experimental adaptive resolution)",
         "privtree_sd_rule": sd_rule,
