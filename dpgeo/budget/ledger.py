@@ -1,7 +1,12 @@
 """The `Ledger`: one SQLite file of datasets, their declared totals and every release charged to them.
 
 See the package docstring for the charge protocol. Storage (connections,
-schema, migrations) is `dpgeo.budget.store`; this module holds the accounting.
+schema, migrations) is `dpgeo.budget.store`; this module holds the charges:
+opening the ledger, declaring a total, reserving a release (or later periods
+of a series), recording its outputs and settling it. Reading the ledger back
+is `dpgeo.budget.ledger_reading`; which dataset an input is charged to
+(declared files, fingerprints, the policy, the records) is
+`dpgeo.budget.ledger_inputs`. `Ledger` mixes both in.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ import numbers
 import os
 import re
 import secrets
-from fractions import Fraction
 
 from .._dates import today as _today
 from .._version import __version__
@@ -21,9 +25,11 @@ from . import datasets as _ds
 from . import series_rows as _series
 from . import sketches as _sk
 from .amounts import _check_name, exact_value, format_exact
+from .ledger_inputs import LedgerInputsMixin
+from .ledger_reading import LedgerReadingMixin
 from .location import _default_path as _default_ledger_path
 from .location import _os_user, ledger_path
-from .records import DatasetBudget, ReleaseRecord, check_fits, series_cost
+from .records import DatasetBudget, check_fits, series_cost
 from .reservation import Reservation
 from .store import LEDGER_ENV, Store
 
@@ -33,8 +39,6 @@ __all__ = ["Ledger", "DEFAULT_LOCK_TIMEOUT_S"]
 DEFAULT_LOCK_TIMEOUT_S = 10.0
 #: A release id: 32 lowercase hex digits (128 random bits).
 RELEASE_ID = re.compile(r"^[0-9a-f]{32}$")
-#: The datasets listed: not the keys merged into another dataset (their releases are listed with it).
-_LISTED = "SELECT name FROM datasets WHERE name NOT IN (SELECT alias FROM dataset_aliases) ORDER BY name"
 
 
 def _is_default_ledger(path) -> bool:
@@ -44,7 +48,7 @@ def _is_default_ledger(path) -> bool:
         return False
 
 
-class Ledger:
+class Ledger(LedgerReadingMixin, LedgerInputsMixin):
     """The privacy-budget ledger in one SQLite file.
 
     Parameters
@@ -302,16 +306,6 @@ class Ledger:
         r.appended = True
         return r
 
-    def series(self, series_id) -> ReleaseRecord | None:
-        """The ledger's record of a series (its periods included), or None."""
-        with self._operation(write=False) as conn:
-            return None if conn is None else self._series(conn, series_id)
-
-    def _series(self, conn, series_id):
-        row = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs, "
-                           "composition, unit FROM releases WHERE release_id = ?", (series_id,)).fetchone()
-        return None if row is None else self._record(row, conn)
-
     def add_outputs(self, release_id, outputs):
         """Record more files (or URLs) written from an already charged release; spends nothing."""
         outputs = [_check_name(os.fspath(o), "an output") for o in outputs]
@@ -381,258 +375,3 @@ class Ledger:
                                                (series_id,)).fetchone()[0])
                 have += [o for o in outputs if o not in have]
                 conn.execute("UPDATE releases SET outputs = ? WHERE release_id = ?", (json.dumps(have), series_id))
-
-    # reading ----------------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def _series_of_run(conn, run_id):
-        """The release a run id belongs to: itself, or the series an append added periods to."""
-        if conn.execute("SELECT 1 FROM releases WHERE release_id = ?", (run_id,)).fetchone():
-            return run_id
-        row = conn.execute("SELECT release_id FROM release_periods WHERE run_id = ? LIMIT 1", (run_id,)).fetchone()
-        return run_id if row is None else row[0]
-
-    def _budget(self, conn, dataset, releases=True):
-        dataset = _ds.target(conn, dataset)
-        keys = _ds.keys(conn, dataset)
-        where = f"dataset IN ({', '.join('?' * len(keys))})"
-        row = conn.execute("SELECT total_epsilon, total_delta, total_set_date, total_set_by FROM datasets "
-                           "WHERE name = ?", (dataset,)).fetchone() or (None, None, None, None)
-        tot_e, tot_d = self._parse(row[0]), self._parse(row[1])
-        if tot_e is not None and tot_d is None:
-            tot_d = Fraction(0)
-        totals = {"total_epsilon": tot_e, "total_delta": tot_d, "total_set_date": row[2], "total_set_by": row[3]}
-        if not releases:  # only what the cap check needs
-            # a sequential series: the ε recorded with each charged period (an append's may differ from the row's)
-            rows = conn.execute("SELECT epsilon, delta, status, composition, (SELECT group_concat(p.epsilon, ' ') "
-                                "FROM release_periods p WHERE p.release_id = r.release_id AND p.status IN "
-                                "('reserved', 'completed', 'failed')) FROM releases r WHERE "
-                                f"{where} AND (status <> 'cancelled' OR composition = 'sequential')", keys).fetchall()
-            costs = [series_cost(r[3], self._parse(r[0]), self._parse(r[1]), r[2],
-                                 [self._parse(e) for e in (r[4] or "").split()]) for r in rows]
-            spent_e = sum((c[0] for c in costs), Fraction(0))
-            spent_d = sum((c[1] for c in costs), Fraction(0))
-            return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, **totals)
-        rows = conn.execute("SELECT release_id, dataset, date, mechanism, epsilon, delta, analyst, status, outputs, "
-                            f"composition, unit FROM releases WHERE {where} ORDER BY seq", keys).fetchall()
-        recs = tuple(self._record(r, conn) for r in rows)
-        spent_e = sum((r.cost[0] for r in recs), Fraction(0))
-        spent_d = sum((r.cost[1] for r in recs), Fraction(0))
-        return DatasetBudget(dataset, spent_epsilon=spent_e, spent_delta=spent_d, releases=recs, **totals)
-
-    def _parse(self, text):
-        if text is None:
-            return None
-        try:
-            value = Fraction(text)
-        except (ValueError, ZeroDivisionError, TypeError):
-            value = None
-        if value is None or value < 0:
-            raise LedgerError(f"the privacy-budget ledger {self.path} holds an unreadable amount {text!r}; it was "
-                              "edited outside dpgeo or is corrupt. Restore it from a backup")
-        return value
-
-    def _record(self, row, conn=None):
-        try:
-            outputs = tuple(json.loads(row[8]))
-        except ValueError:
-            raise LedgerError(f"the privacy-budget ledger {self.path} holds unreadable outputs for release {row[0]}"
-                              ) from None
-        composition = row[9] if len(row) > 9 else None
-        periods = () if composition is None or conn is None else _series.period_records(conn, row[0], self._parse)
-        return ReleaseRecord(release_id=row[0], dataset=row[1], date=row[2], mechanism=row[3],
-                             epsilon=self._parse(row[4]), delta=self._parse(row[5]), analyst=row[6], status=row[7],
-                             outputs=outputs, composition=composition, unit=row[10] if len(row) > 10 else None,
-                             periods=periods)
-
-    def budget(self, dataset) -> DatasetBudget:
-        """The total, spent ε and δ and every release of ``dataset`` (empty for a dataset never seen)."""
-        _check_name(dataset, "the dataset name")
-        with self._operation(write=False) as conn:
-            if conn is None:
-                return DatasetBudget(dataset, None, None, Fraction(0), Fraction(0))
-            return self._budget(conn, dataset)
-
-    def datasets(self) -> list:
-        """Names of every dataset in the ledger, sorted."""
-        with self._operation(write=False) as conn:
-            if conn is None:
-                return []
-            return [r[0] for r in conn.execute(_LISTED)]
-
-    def history(self) -> list:
-        """`DatasetBudget` of every dataset in the ledger, sorted by name (one consistent snapshot)."""
-        with self._operation(write=False) as conn:
-            if conn is None:
-                return []
-            names = [r[0] for r in conn.execute(_LISTED)]
-            return [self._budget(conn, n) for n in names]
-
-    # datasets and their files --------------------------------------------------------------------------------
-
-    def fingerprint(self, source) -> _ds.Fingerprint:
-        """The content fingerprint of an input (file, glob or folder), cached in the ledger by path and stat.
-
-        Reads the input's bytes once (no record is parsed); a file unchanged
-        since it was last fingerprinted (same size, modification time and
-        inode) is not read again.
-        """
-        from .fingerprint import combine, fingerprint_file, input_files
-
-        members = input_files(source)
-        stats = [os.stat(f) for f in members]
-        with self._operation(write=False) as conn:
-            rows = {} if conn is None else {
-                f: conn.execute("SELECT size, mtime_ns, inode, device, digest, sketch FROM fingerprint_cache "
-                                "WHERE path = ?", (f,)).fetchone() for f in members}
-        prints, fresh = [], []
-        for f, st in zip(members, stats):
-            fp = _ds.cached_fingerprint(rows.get(f), st)
-            if fp is None:
-                fp = fingerprint_file(f)
-                fresh.append((f, st, fp))
-            prints.append(fp)
-        if fresh:
-            with self._operation(write=True, consequence="the fingerprint was not cached") as conn:
-                for f, st, fp in fresh:
-                    _ds.cache_fingerprint(conn, f, st, fp)
-        return combine(prints)
-
-    def declare(self, dataset, files, *, total_epsilon=None, total_delta=0, by=None):
-        """Declare ``dataset``: the files it lives in and, the first time, its total budget.
-
-        Parameters
-        ----------
-        dataset : str
-            Its name, as every front end will find it.
-        files : list of path-like
-            The file(s) or Parquet folders/globs the dataset lives in (each a
-            file set of its own). Runs on any copy of their content are charged
-            to ``dataset`` (`resolve`), whatever the copy is called.
-        total_epsilon, total_delta : optional
-            The total; required when the dataset has none. A total already
-            declared is kept (change it with `set_total`): declaring again is
-            safe, e.g. in a set-up script.
-        by : str, optional
-            Who declares it (default: the operating-system user).
-
-        Returns
-        -------
-        (DatasetBudget, list of str)
-            The dataset's budget and notes for the owner (a total kept, releases taken over, a file that is
-            also another dataset's: allowed, and said).
-        """
-        _check_name(dataset, "the dataset name")
-        if not files:
-            raise ParameterError("declare at least one file the dataset lives in")
-        prints = [(os.path.realpath(os.fspath(f)), self.fingerprint(f)) for f in files]
-        notes = []
-        with self._operation(write=True, consequence="nothing was declared") as conn:
-            today = _today()
-            has = conn.execute("SELECT total_epsilon FROM datasets WHERE name = ?", (dataset,)).fetchone()
-            if (has is None or has[0] is None) and total_epsilon is None:
-                raise ParameterError(f"dataset {dataset!r} has no total yet: declare it with --total EPSILON (the "
-                                     "privacy budget all its releases together may spend)")
-            notes += _ds.declare_files(conn, dataset, prints, today)
-        if has is None or has[0] is None:
-            self.set_total(dataset, total_epsilon, total_delta=total_delta, by=by)
-        elif total_epsilon is not None and exact_value(total_epsilon, "the total epsilon") != self._parse(has[0]):
-            notes.append(f"dataset {dataset!r} keeps its declared total, epsilon {has[0]} (change it with: dpgeo budget "
-                         f"set {dataset} --total EPSILON)")
-        notes += _sk.learn_declared(self, dataset, files, prints)  # its records, so that copies are recognised
-        return self.budget(dataset), notes
-
-    def resolve(self, source, name=None, *, record=True, unattended=False) -> _ds.Resolution:
-        """Which dataset a run on the input ``source`` is charged to (see `dpgeo.budget.datasets`).
-
-        Raises `ParameterError` when ``name`` is not the dataset the input's
-        content was declared as, or when the ledger's policy (:meth:`policy`;
-        strict by default for an ``unattended`` run) refuses an input that is
-        not a declared dataset: before any record is read. ``record=False``
-        records nothing (the fingerprint is still cached) and refuses nothing
-        for the policy (a look at the budget, not a run).
-        """
-        path = os.path.realpath(os.fsdecode(os.fspath(source)))
-        fp = self.fingerprint(source)
-        with self._operation(write=record, consequence="nothing was charged or released") as conn:
-            if conn is None:  # reading a ledger that does not exist yet
-                return _ds.Resolution(name if name is not None else _ds.content_key(fp.digest), name)
-            r = _ds.resolve(conn, path, fp, name, _today(), record=record)
-            why = record and _sk.policy_refusal(conn, r.key, lambda n: _ds.target(conn, n), unattended,
-                                                path=path if name is None else None, name=name)
-            if why:  # raised inside the transaction: nothing the resolution recorded stays
-                raise ParameterError(why)
-            return r
-
-    def check_policy(self, dataset, *, unattended=False):
-        """Refuse a run charged to ``dataset`` (a name, or the key of in-memory data) that the policy refuses."""
-        with self._operation(write=False) as conn:
-            why = None if conn is None else _sk.policy_refusal(conn, dataset, lambda n: _ds.target(conn, n),
-                                                               unattended, name=dataset)
-        if why:
-            raise ParameterError(why)
-
-    def policy(self) -> str | None:
-        """The owner's policy: ``"require-declared"``, ``"allow-undeclared"`` or None (the default: strict for
-        unattended runs and the service, once any dataset has a declared total)."""
-        with self._operation(write=False) as conn:
-            return None if conn is None else _sk.get_policy(conn)
-
-    def set_policy(self, policy, *, by=None) -> str | None:
-        """Persist the policy (one of :data:`dpgeo.budget.sketches.POLICIES`, or None for the default)."""
-        if policy is not None and policy not in _sk.POLICIES:
-            raise ParameterError(f"the ledger policy is one of {', '.join(_sk.POLICIES)}, got {policy!r}")
-        by = _check_name(by, "who sets the policy") if by is not None else _os_user()
-        with self._operation(write=True, consequence="the policy was not changed") as conn:
-            conn.execute("DELETE FROM ledger_settings WHERE name = 'policy'")
-            if policy is not None:
-                conn.execute("INSERT INTO ledger_settings (name, value, date, set_by) VALUES ('policy', ?, ?, ?)",
-                             (policy, _today(), by))
-        return policy
-
-    # records: which dataset an input's records belong to (dpgeo.budget.sketches) ---------------------------------
-
-    def record_sketch(self):
-        """An empty `dpgeo.counting.sketch.RecordSketch` under this ledger's key (created on first use)."""
-        from ..counting.sketch import RecordSketch
-
-        return RecordSketch(self.record_key())
-
-    def record_key(self) -> bytes:
-        """The secret key of this ledger's record sketches: a file beside a SQLite ledger (``<ledger>.key``, owner
-        only), a table of its own in a PostgreSQL ledger's database; never in any release or log."""
-        from .pgstore import PgStore
-
-        if isinstance(self._store, PgStore):
-            return self._store.record_key(_sk.KEY_BYTES)
-        return _sk.load_key(self.path)
-
-    def check_records(self, reservation, sketch, *, source=None) -> tuple:
-        """After counting, before any noise: the dataset ``reservation`` stays charged to, from the records read.
-
-        ``sketch`` holds the records read from ``source`` (a file input; None
-        for points in memory). Returns ``(dataset, notes)``; raises
-        `ParameterError` or `BudgetExceededError` when the run must stop (the
-        caller cancels the charge). See :mod:`dpgeo.budget.sketches`.
-        """
-        digest = "" if source is None else self.fingerprint(source).digest
-        with self._operation(write=True, consequence="nothing was released") as conn:
-            today = _today()
-            dataset, notes, refusal = _sk.check_records(
-                conn, reservation, sketch, digest, today, budget_of=lambda n: self._budget(conn, n, releases=False),
-                target=lambda n: _ds.target(conn, n), merge=lambda a, b: _ds._merge(conn, a, b, today))
-        if refusal is not None:
-            raise refusal
-        return dataset, notes
-
-    def declared_for(self, source) -> list:
-        """Names of the datasets whose declared files have the content of ``source`` (usually one, or none)."""
-        fp = self.fingerprint(source)
-        with self._operation(write=False) as conn:
-            return [] if conn is None else [r[0] for r in conn.execute(
-                "SELECT dataset FROM dataset_files WHERE digest = ? AND declared = 1 ORDER BY dataset", (fp.digest,))]
-
-    def files(self, dataset) -> list:
-        """``(path, declared, size)`` of the files recorded for ``dataset`` (declared, or seen in unnamed runs)."""
-        with self._operation(write=False) as conn:
-            return [] if conn is None else _ds.files(conn, _ds.target(conn, dataset))

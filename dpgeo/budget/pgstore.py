@@ -6,7 +6,8 @@ libpq reads ``~/.pgpass``, ``PGPASSWORD`` or a service file) is kept in that
 database's tables, so that several machines — replicas of ``dpgeo serve``,
 analysts' workstations — share one ledger.
 
-The accounting (`dpgeo.budget.ledger`) and the migrations (`dpgeo.budget.store`)
+The accounting (`dpgeo.budget.ledger`, `~dpgeo.budget.ledger_reading`,
+`~dpgeo.budget.ledger_inputs`) and the migrations (`dpgeo.budget.store`)
 are the SQLite ones: :class:`_Conn` runs their statements on PostgreSQL
 (``?`` parameters, ``INSERT OR IGNORE/REPLACE``, the append-only triggers,
 ``PRAGMA user_version``). Guarantees:
