@@ -12,7 +12,7 @@ from dpgeo.domain import StudyArea
 from dpgeo.errors import ParameterError
 from dpgeo.grid import Grid
 from dpgeo.histogram import NoisyHistogram, dense_histogram
-from dpgeo.mechanisms import level_tree, levels
+from dpgeo.mechanisms import level_floor, level_tree, levels
 from dpgeo.mechanisms.levels import (
     box_sums,
     build_level_tree,
@@ -267,12 +267,12 @@ def test_fdr_floor_p_values_are_exact():
     h = NoisyHistogram(g, "dense", np.arange(900), counts, 1.0, 1, q)
     sums = np.arange(-3, 40)
     kappa = np.full(sums.size, 9)
-    p = levels._p_values(sums, kappa, q)
+    p = level_floor._p_values(sums, kappa, q)
     expect = np.where(sums > 0, sum_sf(sums - 1, 9, q), 1.0)
     np.testing.assert_allclose(p, expect, rtol=1e-9, atol=1e-15)
-    corner = levels._neighbours_in_universe(g)
+    corner = level_floor._neighbours_in_universe(g)
     assert corner[0, 0] == 4 and corner[0, 5] == 6 and corner[10, 10] == 9
-    p4 = levels._p_values(np.array([5]), np.array([4]), q)
+    p4 = level_floor._p_values(np.array([5]), np.array([4]), q)
     assert p4[0] == pytest.approx(sum_sf([4], 4, q)[0], rel=1e-9)
     assert fdr_cells(h, box_sums(h))[0].size == 0
 
@@ -306,8 +306,8 @@ def test_fdr_floor_controls_the_false_discovery_rate(monkeypatch):
     """
     bound = 0.1 + math.sqrt(math.log(1e6) / (2 * 150))
     assert _mean_fdp(150, seed=11) <= bound
-    orig = levels._p_values
-    monkeypatch.setattr(levels, "_p_values", lambda s, k, q: orig(s, np.ones_like(k), q))
+    orig = level_floor._p_values
+    monkeypatch.setattr(level_floor, "_p_values", lambda s, k, q: orig(s, np.ones_like(k), q))
     assert _mean_fdp(40, seed=12) > 0.5
 
 

@@ -153,7 +153,7 @@ def occupied_blocks(values: np.ndarray, kappa: np.ndarray, q: float, fdr: float 
     >>> occupied_blocks(np.array([0, 1, 40, -2, 25, 12]), np.ones(6, int), math.exp(-0.19)).tolist()
     [False, False, True, False, True, False]
     """
-    from .levels import _p_values
+    from .level_floor import _p_values
 
     values = np.asarray(values, dtype=np.int64)
     if values.size == 0:
