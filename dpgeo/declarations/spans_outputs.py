@@ -155,6 +155,9 @@ SPANS_OUTPUTS = (
     Meta("eom_margin", "excess of mass: margin", "Thresholds",
          "a cluster is chosen over the clusters it splits into only when its excess of mass exceeds theirs "
          "together by more than this share (0: the larger excess of mass wins)", render="share"),
+    Meta("deep_dip_ratio", "deep-dip rule: split against peaks", "Thresholds",
+         "a cluster whose child clusters are all compact groups (round, not thin) rising to at least 1 / this "
+         "times the level where they split off is never chosen over them (none: excess of mass decides)"),
     Meta("ridge_elongation", "ridge rule: elongation", "Thresholds",
          "a branch whose cells vary at least this many times as much along its long axis as across it (a "
          "ratio of variances: 4 is twice as long as wide), lying along that axis from its parent, "

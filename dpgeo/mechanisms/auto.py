@@ -47,6 +47,7 @@ from .concentration import (
 )
 from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
 from .levels import (
+    DEEP_DIP_RATIO,
     DEFAULT_FDR,
     EOM_MARGIN,
     FEW_CELLS_KERNEL,
@@ -235,7 +236,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      fallback_refinement: float = FALLBACK_REFINEMENT,
                      few_cells_scale: float = FEW_CELLS_SCALE, kernel: str = "box",
                      few_cells_kernel: str = FEW_CELLS_KERNEL, gap_z: float | None = GAP_Z,
-                     eom_margin: float = EOM_MARGIN,
+                     eom_margin: float = EOM_MARGIN, deep_dip_ratio: float | None = DEEP_DIP_RATIO,
                      chain_elongation: float | None = CHAIN_ELONGATION,
                      chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                      dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z,
@@ -292,6 +293,10 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         A cluster is chosen over its child clusters only when its excess of mass exceeds theirs by more
         than this share (:data:`~dpgeo.mechanisms.levels.EOM_MARGIN`; 0: excess of mass alone, the rule
         before).
+    deep_dip_ratio
+        A cluster whose child clusters are all compact groups rising to at least ``1 / deep_dip_ratio``
+        times the level where they split off is never chosen over them
+        (:data:`~dpgeo.mechanisms.levels.DEEP_DIP_RATIO`; None: excess of mass decides, the rule before).
     few_cells_scale
         With few cells (the uniform rule's grid has at most 1,024), a cluster
         holds at least this share of the map's scale ``min_mass_share``
@@ -421,7 +426,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         ridge_thinness=ridge_thinness, ridge_path_share=ridge_path_share,
                                         ridge_end_share=ridge_end_share,
                                         kernel=kern,
-                                        gap_z=gap_z, eom_margin=eom_margin,
+                                        gap_z=gap_z, eom_margin=eom_margin, deep_dip_ratio=deep_dip_ratio,
                                         chain_elongation=chain_elongation,
                                         chain_piece_elongation=chain_piece_elongation,
                                         dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z,

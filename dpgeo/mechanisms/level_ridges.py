@@ -27,7 +27,7 @@ from scipy.special import ndtri
 
 from .level_tree import LevelTree, adjacent_pairs
 
-__all__ = ["COMPACT_SHARE", "blob_chains", "bent_ridges", "branch_elongation", "branch_shape", "branch_thinness", "dip_significant", "gap_joined", "max_excess_sd",
+__all__ = ["COMPACT_SHARE", "DEEP_DIP_ELONGATION", "DEEP_DIP_THINNESS", "blob_chains", "deep_dips", "bent_ridges", "branch_elongation", "branch_shape", "branch_thinness", "dip_significant", "gap_joined", "max_excess_sd",
            "splits_below"]
 
 #: The thinness of a branch (:func:`branch_thinness`) is read with its holes of at most this many cells filled:
@@ -38,6 +38,13 @@ THIN_HOLE_CELLS = 9
 #: The gap rule: a child cluster is a compact group when one component of the occupied cells holds at least
 #: this share of its points (half: most of it; not tuned).
 COMPACT_SHARE = 0.5
+#: The deep-dip rule (:func:`deep_dips`): a child cluster is compact when its cells vary less than this many times
+#: as much along their long axis as across it (a ratio of variances; the blob test's
+#: :data:`~dpgeo.mechanisms.levels.RIDGE_BLOB_ELONGATION`) ...
+DEEP_DIP_ELONGATION = 4.0
+#: ... and are less than this many times longer than wide, bends and all (:func:`branch_thinness`: a disc reads
+#: about 2, a band three times longer than wide 3): a trail's curled piece is round by its variances, not by this.
+DEEP_DIP_THINNESS = 3.0
 
 
 def branch_elongation(tree: LevelTree, parent: np.ndarray, down: list, along: float | None = None,
@@ -470,3 +477,55 @@ def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.n
                 d = dijkstra(g, directed=False, indices=pos[touch], min_only=True)
                 share[i] = (float(np.max(d[np.isfinite(d)])) + 1.0) * width / mine.sum()
     return out, share
+
+
+def deep_dips(tree: LevelTree, parent: np.ndarray, down: list, start_node: np.ndarray, par: np.ndarray,
+              birth: np.ndarray, peak: np.ndarray, ratio: float, elongation: float = DEEP_DIP_ELONGATION,
+              thinness: float = DEEP_DIP_THINNESS) -> np.ndarray:
+    """For each condensed-tree entry, whether all its child entries are compact groups that rise high above
+    where they split off: each child's peak at least ``1 / ratio`` times the level it splits off at, and its
+    cells round (:func:`branch_elongation` below ``elongation``) and compact (:func:`branch_thinness`
+    below ``thinness``).
+
+    ``start_node`` is each entry's first node of the tree, ``par`` each entry's parent entry (-1: none),
+    ``birth`` the level each entry splits off at and ``peak`` each node's peak (the levels of
+    :func:`~dpgeo.mechanisms.level_select.select_clusters`); ``parent`` and ``down`` as for
+    :func:`branch_elongation`. An entry without children reads False. Such a parent is two or more places
+    whose density falls below half of theirs between them (``ratio`` 0.5) — a reader sees them apart,
+    however much the parent's long life below the split weighs in its excess of mass: the smoothed
+    levels' range from the floor to the split is wide, from the split to a group's peak narrow.
+
+    Examples
+    --------
+    >>> from dpgeo.domain import StudyArea
+    >>> from dpgeo.grid import Grid
+    >>> from dpgeo.mechanisms.level_tree import build_level_tree
+    >>> from dpgeo.mechanisms.level_select import _by_level
+    >>> g = Grid(StudyArea.from_bbox((0, 0, 70, 30), "EPSG:32615", working_crs="EPSG:32615"), 10.0)
+    >>> v = np.array([[30, 60, 30, 10, 30, 60, 30]] * 3).ravel()   # two 3x3 groups, a low column between
+    >>> t = build_level_tree(g, np.arange(21), v, np.ones(21, int))
+    >>> par = np.r_[np.where(t.node_parent < 0, t.n_nodes, t.node_parent), t.n_nodes]
+    >>> down = _by_level(t, ascending=False)
+    >>> kids = np.flatnonzero(t.node_parent >= 0)
+    >>> top = np.full(t.n_nodes + 1, 60.0)
+    >>> starts = np.r_[kids, t.n_nodes]; entry_par = np.r_[np.full(kids.size, kids.size), -1]
+    >>> birth = np.r_[np.full(kids.size, 10.0), 0.0]
+    >>> deep_dips(t, par, down, starts, entry_par, birth, top, 0.5).tolist()
+    [False, False, True]
+    >>> deep_dips(t, par, down, starts, entry_par, np.r_[np.full(kids.size, 40.0), 0.0], top, 0.5).tolist()
+    [False, False, False]
+    """
+    n = par.size
+    out = np.zeros(n, dtype=bool)
+    ch = np.flatnonzero(par >= 0)
+    if ch.size == 0:
+        return out
+    nodes = start_node[ch]
+    _, raw = branch_elongation(tree, parent, down, None, 0.0, raw=True)
+    thin = branch_thinness(tree, parent, down, nodes)
+    shallow = ((birth[ch] > ratio * peak[nodes]) | (raw[nodes] >= elongation) | (thin[nodes] >= thinness))
+    has_child = np.zeros(n, dtype=bool)
+    has_child[par[ch]] = True
+    bad = np.zeros(n, dtype=bool)
+    np.logical_or.at(bad, par[ch], shallow)
+    return has_child & ~bad

@@ -17,7 +17,8 @@ import numpy as np
 from ..errors import ParameterError
 from .level_chains import CHAIN_PIECE_ELONGATION, chain_merges
 from .level_extent import grow_labels, grow_labels_raster, separate_clusters, touching_merges
-from .level_ridges import blob_chains, bent_ridges, branch_elongation, dip_significant, gap_joined, max_excess_sd, splits_below
+from .level_ridges import (blob_chains, bent_ridges, branch_elongation, deep_dips, dip_significant, gap_joined,
+                           max_excess_sd, splits_below)
 from .level_tree import BOX_OFFSETS, RASTER_MAX_CELLS, LevelTree, adjacent_pairs
 
 __all__ = ["EXTENTS", "GROW_STEPS", "SELECTIONS", "LevelClusters", "grow_labels", "grow_labels_raster",
@@ -98,7 +99,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     ridge_min_length_cells: float = 0.0, ridge_blob_elongation: float | None = None,
                     ridge_thinness: float | None = None, ridge_path_share: float = 0.0, ridge_end_share: float = 0.0,
                     level_variance: float = 1.0, gap_z: float | None = None,
-                    cell_noise_sd: float = 0.0, eom_margin: float = 0.0,
+                    cell_noise_sd: float = 0.0, eom_margin: float = 0.0, deep_dip_ratio: float | None = None,
                     chain_elongation: float | None = None,
                     chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                     dip_max_correction: float = 0.0, dip_mean_z: float = 0.0) -> LevelClusters:
@@ -156,6 +157,10 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     eom_margin : float
         ``eom``: a cluster is chosen over its child clusters only when its excess of mass exceeds the sum of
         theirs by more than this share (a near-tie is within the noise; 0: HDBSCAN's rule).
+    deep_dip_ratio : float or None
+        The deep-dip rule: a cluster whose child clusters are all compact groups rising to at least
+        ``1 / deep_dip_ratio`` times the level where they split off is never chosen over them
+        (:func:`~dpgeo.mechanisms.level_ridges.deep_dips`). None: no such rule.
     level_variance : float
         The points' Poisson variance of a level ``t`` is ``level_variance · t`` (1: a sum of counts).
     ridge_elongation, ridge_alignment, ridge_min_length_cells : float or None
@@ -305,6 +310,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     gapped = np.zeros(starts.size, dtype=bool)
     if gap_z is not None and ch.size:
         gapped = gap_joined(tree, cell_cluster, cpar, tree.count >= gap_z * cell_noise_sd)
+    if deep_dip_ratio is not None and ch.size:  # compact groups far above their split: places apart
+        gapped |= deep_dips(tree, parent, down, starts, cpar, birth, peak, deep_dip_ratio)
     # excess-of-mass selection, bottom-up; the root is never chosen
     chosen = np.zeros(starts.size, dtype=bool)
     value = stab.copy()

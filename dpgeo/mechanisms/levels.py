@@ -92,6 +92,7 @@ from .level_tree import (
 
 __all__ = [
     "BOX_OFFSETS",
+    "DEEP_DIP_RATIO",
     "DEFAULT_FDR",
     "EXTENTS",
     "EOM_MARGIN",
@@ -206,6 +207,15 @@ GAP_Z = 1.0
 #: sets with the binomial kernel on few cells (docs/results.md §1b, seventh comparison: 0.05–0.25 all pass
 #: the criterion written there, 0.1 the best mean at ε = 1); 0: excess of mass alone, the rule before.
 EOM_MARGIN = 0.1
+#: The deep-dip rule: a cluster whose child clusters are all compact groups (round and not thin:
+#: :data:`~dpgeo.mechanisms.level_ridges.DEEP_DIP_ELONGATION`, :data:`~dpgeo.mechanisms.level_ridges.DEEP_DIP_THINNESS`)
+#: rising to at least twice the level where they split off is never chosen over them: places whose density
+#: falls below half of theirs between them, which excess of mass would join because the parent lives long
+#: below the split (generated ``touching``: three discs side by side as one cluster). Chosen on the
+#: generated sets (docs/results.md §1b, eleventh comparison: 0.5 and 0.6 pass the criterion written there,
+#: 0.5 the better mean at ε = 1; without the compactness tests rings, moons and trails' curls are cut).
+#: None: the rule before.
+DEEP_DIP_RATIO = 0.5
 #: Spans without a radius with few cells (the uniform rule's grid has at most 1,024 cells) read the levels
 #: through the binomial kernel (:func:`binomial_sums`): their cells are wide (hundreds of metres in a 10 km
 #: study area), and the box's 3×3 sums fill a gap about one cell wide between small groups. Chosen on the
@@ -251,6 +261,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    ridge_end_share: float = RIDGE_END_SHARE,
                    kernel: str = "box",
                    gap_z: float | None = GAP_Z, eom_margin: float = EOM_MARGIN,
+                   deep_dip_ratio: float | None = DEEP_DIP_RATIO,
                    chain_elongation: float | None = CHAIN_ELONGATION,
                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                    dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z,
@@ -301,6 +312,10 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     eom_margin : float
         A cluster is chosen over its child clusters only when its excess of mass exceeds theirs by more
         than this share (:data:`EOM_MARGIN`; 0: excess of mass alone).
+    deep_dip_ratio : float or None
+        A cluster whose child clusters are all compact groups rising to at least ``1 / deep_dip_ratio``
+        times the level where they split off is never chosen over them (:data:`DEEP_DIP_RATIO`; None:
+        no such rule), as for :func:`~dpgeo.mechanisms.level_select.select_clusters`.
     floor_cells, noise_sd : optional
         For histograms whose cells do not carry one noise each (an experiment:
         :mod:`dpgeo.mechanisms.privtree_auto`): ``floor_cells(sums, fdr)`` returns
@@ -353,6 +368,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
                                dip_z=dip_z, noise_sd=level_sd, level_variance=level_var, gap_z=gap_z,
                                cell_noise_sd=math.sqrt(discrete_laplace_variance(hist.q)), eom_margin=eom_margin,
+                               deep_dip_ratio=deep_dip_ratio,
                                ridge_elongation=ridge_elongation,
                                ridge_dip_ratio=ridge_dip_ratio, ridge_dip_z=ridge_dip_z,
                                ridge_alignment=ridge_alignment, ridge_min_length_cells=ridge_min_length_cells,
@@ -379,6 +395,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
            if dip_max_correction else {}),
         "gap_z": None if gap_z is None else float(gap_z),
         "eom_margin": float(eom_margin),
+        "deep_dip_ratio": None if deep_dip_ratio is None else float(deep_dip_ratio),
         **({} if ridge_elongation is None else {
             "ridge_elongation": float(ridge_elongation),
             "ridge_alignment": None if ridge_alignment is None else float(ridge_alignment),
