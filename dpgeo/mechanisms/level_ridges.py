@@ -481,7 +481,7 @@ def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.n
 
 def deep_dips(tree: LevelTree, parent: np.ndarray, down: list, start_node: np.ndarray, par: np.ndarray,
               birth: np.ndarray, peak: np.ndarray, ratio: float, elongation: float = DEEP_DIP_ELONGATION,
-              thinness: float = DEEP_DIP_THINNESS) -> np.ndarray:
+              thinness: float = DEEP_DIP_THINNESS, raw: np.ndarray | None = None) -> np.ndarray:
     """For each condensed-tree entry, whether all its child entries are compact groups that rise high above
     where they split off: each child's peak at least ``1 / ratio`` times the level it splits off at, and its
     cells round (:func:`branch_elongation` below ``elongation``) and compact (:func:`branch_thinness`
@@ -490,7 +490,8 @@ def deep_dips(tree: LevelTree, parent: np.ndarray, down: list, start_node: np.nd
     ``start_node`` is each entry's first node of the tree, ``par`` each entry's parent entry (-1: none),
     ``birth`` the level each entry splits off at and ``peak`` each node's peak (the levels of
     :func:`~dpgeo.mechanisms.level_select.select_clusters`); ``parent`` and ``down`` as for
-    :func:`branch_elongation`. An entry without children reads False. Such a parent is two or more places
+    :func:`branch_elongation`; ``raw`` every node's ratio of variances if already known
+    (:func:`branch_elongation`'s ``raw``). An entry without children reads False. Such a parent is two or more places
     whose density falls below half of theirs between them (``ratio`` 0.5) — a reader sees them apart,
     however much the parent's long life below the split weighs in its excess of mass: the smoothed
     levels' range from the floor to the split is wide, from the split to a group's peak narrow.
@@ -521,11 +522,14 @@ def deep_dips(tree: LevelTree, parent: np.ndarray, down: list, start_node: np.nd
     if ch.size == 0:
         return out
     nodes = start_node[ch]
-    _, raw = branch_elongation(tree, parent, down, None, 0.0, raw=True)
-    thin = branch_thinness(tree, parent, down, nodes)
-    shallow = ((birth[ch] > ratio * peak[nodes]) | (raw[nodes] >= elongation) | (thin[nodes] >= thinness))
+    if raw is None:
+        _, raw = branch_elongation(tree, parent, down, None, 0.0, raw=True)
     has_child = np.zeros(n, dtype=bool)
     has_child[par[ch]] = True
     bad = np.zeros(n, dtype=bool)
-    np.logical_or.at(bad, par[ch], shallow)
+    np.logical_or.at(bad, par[ch], (birth[ch] > ratio * peak[nodes]) | (raw[nodes] >= elongation))
+    look = ~bad[par[ch]]  # the thinness (a distance transform each) only where the rest passes
+    if look.any():
+        thin = branch_thinness(tree, parent, down, nodes[look])
+        np.logical_or.at(bad, par[ch][look], thin[nodes[look]] >= thinness)
     return has_child & ~bad

@@ -253,6 +253,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         np.maximum.at(peak, parent[grp], peak[grp])
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
+    raw_elong = None  # every node's ratio of variances, where the ridge rule computes it
     split = lam[parent[:nn]]
     split_sd = np.sqrt(noise_sd ** 2 + level_variance * np.maximum(split, 0.0))
     sig[:nn] = ((mass[:nn] >= min_mass) & (peak[:nn] - split >= min_prominence)
@@ -266,6 +267,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         # a branch much longer than wide is a piece of a ridge (a road, a trail): cut only where the ridge's
         # density falls deeply and significantly
         elong, raw = branch_elongation(tree, parent, down, ridge_alignment, ridge_min_length_cells, raw=True)
+        raw_elong = raw
         ridge = elong >= ridge_elongation
         if ridge_thinness is not None and np.isfinite(ridge_thinness):  # a long thin branch that bends
             ridge |= bent_ridges(tree, parent, down, sig[:nn] & ~ridge, ridge_thinness, ridge_min_length_cells,
@@ -311,7 +313,7 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     if gap_z is not None and ch.size:
         gapped = gap_joined(tree, cell_cluster, cpar, tree.count >= gap_z * cell_noise_sd)
     if deep_dip_ratio is not None and ch.size:  # compact groups far above their split: places apart
-        gapped |= deep_dips(tree, parent, down, starts, cpar, birth, peak, deep_dip_ratio)
+        gapped |= deep_dips(tree, parent, down, starts, cpar, birth, peak, deep_dip_ratio, raw=raw_elong)
     # excess-of-mass selection, bottom-up; the root is never chosen
     chosen = np.zeros(starts.size, dtype=bool)
     value = stab.copy()
