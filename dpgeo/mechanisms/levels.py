@@ -333,7 +333,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         levels): the rules read a branch's at its peak cell and a split's at its saddle
         (:func:`~dpgeo.mechanisms.level_select.select_clusters`), the gap rule a cell's leaf's count; then
         ``min_mass`` and ``min_prominence`` may be arrays over the grid's cells too (default ``2σ`` and
-        ``σ`` of each cell's own).
+        ``σ`` of each cell's own 3×3 box sum, as the scalars').
 
     Returns
     -------
@@ -364,7 +364,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         min_mass = np.maximum(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share)) if np.ndim(sd) else \
             max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
     if min_prominence is None:
-        min_prominence = MIN_PROMINENCE_SD * (sd if cell_noise is None else cell_noise.level_sd)
+        min_prominence = MIN_PROMINENCE_SD * sd
     around = _neighbours_in_universe(hist.grid)
     cells, p_cut = fdr_cells(hist, sums, fdr, around) if floor_cells is None else floor_cells(sums, fdr)
     level_sd, level_var = level_noise(hist.q, kernel)
