@@ -89,22 +89,27 @@ def _window_moments(leaf_of_cell: np.ndarray, leaf_cells: np.ndarray, inside: np
     pad_f[1:-1, 1:-1] = frac_var
     win = [(slice(1 + dy, 1 + dy + ny), slice(1 + dx, 1 + dx + nx)) for dx, dy in BOX_OFFSETS.tolist()]
     leaf = [pad_l[w] for w in win]
-    area = [pad_a[w] for w in win]
+    inv = [(leaf[i] >= 0) / pad_a[w] for i, w in enumerate(win)]  # 1/A, 0 outside
     s2 = np.zeros((ny, nx))
     s2a = np.zeros((ny, nx))
     wsum = np.zeros((ny, nx))
     rnd = np.zeros((ny, nx))
+    tmp = np.empty((ny, nx))
     for i, wi in enumerate(weights.tolist()):
         ok = leaf[i] >= 0
         wsum += wi * ok
         rnd += wi * wi * ok * pad_f[win[i]]
-        s2 += wi * wi * ok / area[i] ** 2  # the pair (o, o) ...
-        s2a += wi * wi * ok / area[i]
-        for j in range(i + 1, len(win)):  # ... and (o, o'), (o', o) in one leaf: fully correlated
-            same = ok & (leaf[j] == leaf[i])
-            wij = 2.0 * wi * weights[j]
-            s2 += wij * same / area[i] ** 2
-            s2a += wij * same / area[i]
+        # the pair (o, o) and, once for (o, o') and (o', o), every other cell of the window in the same leaf
+        # (fully correlated): Σ_o' w_o' [same leaf] over A, times w_o over A and over 1
+        acc = np.full((ny, nx), wi)
+        for j in range(i + 1, len(win)):
+            np.equal(leaf[j], leaf[i], out=tmp, casting="unsafe")
+            acc += (2.0 * weights[j]) * tmp
+        np.multiply(acc, inv[i], out=tmp)
+        tmp *= wi
+        s2a += tmp
+        tmp *= inv[i]
+        s2 += tmp
     return s2, s2a, wsum, rnd
 
 

@@ -7,13 +7,15 @@ counts are spread over the fine cells (:func:`~dpgeo.mechanisms.privtree.rasteri
 and the result is read as a dense histogram. The selection rules read each
 cell's own noise (:mod:`~dpgeo.mechanisms.cell_noise`: a cell's share of its
 leaf's noise, the shares of one leaf summed before they are squared); with
-``cell_noise=False`` (the rule before) one s.d. for all cells: a 3×3 sum of fine cells has noise variance at most that of
-nine independent leaf noises (a window's cells from a leaf of ``A`` cells
-carry ``k/A ≤ 1`` of its noise each, and ``Σ (k_j/A_j)² ≤ Σ k_j = 9``), so
-the level tree's s.d. is conservative. Its floor's p-values take the nine
-noises as independent; for cells of large leaves that is conservative in
-variance, not proven in the tails (utility only: all of this is
-post-processing of the released tree and counts).
+``cell_noise=False`` (the rule before) one s.d. for all cells: a 3×3 sum of
+fine cells has noise variance at most that of nine independent leaf noises
+(a window's cells from a leaf of ``A`` cells carry ``k/A ≤ 1`` of its noise
+each, and ``Σ (k_j/A_j)² ≤ Σ k_j = 9``), so ``sd_rule="max"`` is conservative.
+The floor tests each cell against its own s.d. (:func:`window_noise_sd`) with
+normal p-values, an approximation of the law of a weighted sum of discrete
+Laplace noises: its false-discovery rate is approximate, not the exact bound
+of the uniform grid (utility only: all of this is post-processing of the
+released tree and counts).
 """
 
 from __future__ import annotations
