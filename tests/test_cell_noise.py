@@ -137,3 +137,22 @@ def test_constant_per_cell_noise_gives_the_scalar_rule_exactly():
         assert a.n_clusters >= 3
         assert b.cell_id.tolist() == a.cell_id.tolist() and b.label.tolist() == a.label.tolist()
         assert {k: v for k, v in sb.items() if k != "noise_per_cell"} == sa
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_auto_with_privtree_reads_each_cell_s_own_noise_by_default(own):
+    """``resolution="privtree"`` reads each cell's own noise unless ``privtree_cell_noise=False`` (the one s.d.
+    before); both find the two blobs, and the settings say which reading was used."""
+    from dpgeo.mechanisms.auto import auto_spans_cells
+    from dpgeo.mechanisms.resolution import fine_grid
+
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(600, 40, 3000), rng.normal(1400, 40, 3000), rng.uniform(0, 2000, 600)]
+    y = np.r_[rng.normal(1000, 40, 3000), rng.normal(1000, 40, 3000), rng.uniform(0, 2000, 600)]
+    f = fine_grid(StudyArea.from_bbox((0, 0, 2000, 2000), "EPSG:32615", working_crs="EPSG:32615"))
+    ids, counts = np.unique(f.assign(x, y).cell_id, return_counts=True)
+    r = auto_spans_cells(f, ids, counts, epsilon=1.0, rng=NoiseSource(seed=2), resolution="privtree",
+                         privtree_cell_noise=own)
+    assert r.clusters.n_clusters == 2
+    assert (r.settings["privtree_sd_rule"] == "each cell's own") == own
+    assert ("noise_per_cell" in r.settings) == own
