@@ -77,6 +77,7 @@ from .levels import (
     sum_noise_sd,
 )
 from .privtree_auto import (
+    PRIVTREE_CELL_NOISE,
     PRIVTREE_REFINEMENT,
     PRIVTREE_ROOT,
     PRIVTREE_SD,
@@ -243,7 +244,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      resolution: str = "uniform", privtree_share: float = PRIVTREE_SHARE,
                      privtree_theta_sd: float = PRIVTREE_THETA_SD, privtree_refinement: int = PRIVTREE_REFINEMENT,
                      privtree_root: int = PRIVTREE_ROOT, privtree_sd: str = PRIVTREE_SD,
-                     privtree_float_floor: bool = True) -> AutoSpans:
+                     privtree_float_floor: bool = True, privtree_cell_noise: bool = PRIVTREE_CELL_NOISE) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -343,6 +344,8 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         s.d. of a leaf's noise; the noisy leaf counts, spread over the fine
         cells, are the histogram the levels are read from (no occupancy step).
         ``privtree_few``: ``privtree`` where the uniform grid has few cells, else ``uniform``.
+        ``privtree_cell_noise``: the selection rules read each cell's own noise (a share of its leaf's;
+        :mod:`dpgeo.mechanisms.cell_noise`); False: one s.d. for all cells (``privtree_sd``, the rule before).
 
     Returns
     -------
@@ -381,6 +384,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
     uniform_factor, occ_info, hist_c, levels_kw = factor, {}, None, {}
     if resolution == "privtree_few":  # the adaptive resolution only where the uniform grid has few cells
         resolution = "privtree" if few else "uniform"
+    kern = few_cells_kernel if few else kernel
     if resolution == "privtree":
         grid, hist, factor, uniform_factor, eps_c, eps1, occ_info, levels_kw = privtree_histogram(
             fine, cell_id, count, eps_h, rng=src, sensitivity=sensitivity,
@@ -388,7 +392,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                           rho=rho, max_cells=max_cells)[0],
             share=privtree_share, theta_sd=privtree_theta_sd, refinement=privtree_refinement, root=privtree_root,
             sd_rule=privtree_sd, float_floor=privtree_float_floor,
-            grid_of=grid_of, k_min=k_min)
+            grid_of=grid_of, k_min=k_min, cell_noise=privtree_cell_noise, kernel=kern)
     if resolution == "uniform" and eps_c > 0:  # where the points are: an occupancy histogram on the uniform grid
         g_u = grid_of(factor)
         ids, counts = coarsen_counts(fine, cell_id, count, g_u, factor)
@@ -410,13 +414,17 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         del ids, counts
     q = discrete_laplace_q(eps1, sensitivity)
     scale = few_cells_scale if few else 1.0  # few cells: a small noisy total, whose groups hold fewer than √n̂
-    kern = few_cells_kernel if few else kernel
     ratio = levels_kw.get("noise_sd", sum_noise_sd(q)) / sum_noise_sd(q)  # 1 but for the experimental resolution
     min_mass = max(MIN_MASS_SD * sum_noise_sd(q) * ratio, scale * scale_mass(max(n_hat, 0), min_mass_share))
+    min_prominence = prominence_sd * level_noise(q, kern)[0] * ratio
+    if "cell_noise" in levels_kw:  # cells of different sizes: each cell's own noise
+        cn = levels_kw["cell_noise"]
+        min_mass = np.maximum(MIN_MASS_SD * cn.box_sd, scale * scale_mass(max(n_hat, 0), min_mass_share))
+        min_prominence = prominence_sd * cn.level_sd
     clusters, settings = density_levels(hist, fdr=fdr, n_hat=max(n_hat, 0), min_mass=min_mass,
                                         extent=extent, selection=selection,
                                         min_mass_share=min_mass_share, grow_steps=grow_steps,
-                                        min_prominence=prominence_sd * level_noise(q, kern)[0] * ratio,
+                                        min_prominence=min_prominence,
                                         dip_ratio=dip_ratio,
                                         merge_ratio=merge_ratio, dip_z=dip_z,
                                         ridge_elongation=ridge_elongation, ridge_alignment=ridge_alignment,

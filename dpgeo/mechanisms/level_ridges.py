@@ -135,7 +135,7 @@ def blob_chains(parent: np.ndarray, down: list, blob: np.ndarray) -> np.ndarray:
 
 
 def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: float,
-                    level_variance: float = 1.0) -> np.ndarray:
+                    level_variance: float = 1.0, peak_noise_sd=None, peak_level_variance=None) -> np.ndarray:
     """Whether a branch rises above the level where it joins its sibling by a dip that is deep and real.
 
     The branch's ``peak`` less ``dip_z`` standard deviations of it must be at
@@ -146,7 +146,8 @@ def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: fl
     many noisy sums and the split level the lowest on the best path between
     the branches, so noise alone makes a gentle slope look like a dip; a
     ridge whose density dips by less than ``dip_ratio`` of its level (a road,
-    a trail) stays one cluster. ``dip_ratio = dip_z = 0``: every branch.
+    a trail) stays one cluster. ``dip_ratio = dip_z = 0``: every branch. ``peak_noise_sd`` and
+    ``peak_level_variance``: the peak's own where its noise differs from the split's (default: the same).
 
     Examples
     --------
@@ -154,7 +155,9 @@ def dip_significant(peak, split, *, dip_ratio: float, dip_z: float, noise_sd: fl
     array([False,  True])
     """
     peak, split = np.asarray(peak, dtype=float), np.asarray(split, dtype=float)
-    lo = peak - dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(peak, 0.0))
+    p_sd = noise_sd if peak_noise_sd is None else peak_noise_sd
+    p_var = level_variance if peak_level_variance is None else peak_level_variance
+    lo = peak - dip_z * np.sqrt(p_sd ** 2 + p_var * np.maximum(peak, 0.0))
     hi = split + dip_z * np.sqrt(noise_sd ** 2 + level_variance * np.maximum(split, 0.0))
     return lo - hi >= dip_ratio * np.maximum(hi, 0.0)
 

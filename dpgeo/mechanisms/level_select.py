@@ -102,7 +102,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
                     cell_noise_sd: float = 0.0, eom_margin: float = 0.0, deep_dip_ratio: float | None = None,
                     chain_elongation: float | None = None,
                     chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
-                    dip_max_correction: float = 0.0, dip_mean_z: float = 0.0) -> LevelClusters:
+                    dip_max_correction: float = 0.0, dip_mean_z: float = 0.0,
+                    occupied: np.ndarray | None = None) -> LevelClusters:
     """Clusters of greatest excess of mass, each significant against the noise; then their extent.
 
     Parameters
@@ -191,6 +192,18 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         lie end to end along a line, pieces of one corridor
         (:func:`~dpgeo.mechanisms.level_chains.chain_merges`); None: never.
 
+    occupied : numpy.ndarray, optional
+        The gap rule's cells of a significant count (a mask of the tree's cells), instead of
+        ``tree.count >= gap_z * cell_noise_sd`` (cells whose count is a share of a larger noisy count).
+
+    ``min_mass``, ``min_prominence``, ``noise_sd`` and ``level_variance`` may each be one number or an array
+    over the tree's cells (``tree.cell_id``'s order): each cell's own noise, for histograms whose cells do not
+    carry one noise each (:mod:`~dpgeo.mechanisms.cell_noise`). A branch then reads the smallest mass, the
+    prominence and its peak's noise at its peak cell (the highest ``S̃`` of its subtree), and the level where
+    it joins its sibling at the saddle: among the cells that join the parent at the level of the split, the
+    one of largest ``noise_sd`` (conservative where several); a branch of the root (the floor) reads it at
+    its own lowest cell. One number: every cell the same, the rule as before.
+
     Returns
     -------
     LevelClusters
@@ -251,6 +264,15 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
         np.add.at(ncell, parent[grp], ncell[grp])
         np.add.at(vsum, parent[grp], vsum[grp])
         np.maximum.at(peak, parent[grp], peak[grp])
+    # each cell's own noise (cells of different sizes): a branch reads its peak cell's, a split its saddle's
+    peak_noise_sd, peak_variance = noise_sd, level_variance
+    if any(np.ndim(a) for a in (min_mass, min_prominence, noise_sd, level_variance)):
+        at_peak, at_saddle = _peak_and_saddle_cells(tree, parent, own, down, peak, noise_sd)
+        min_mass, min_prominence, peak_noise_sd, peak_variance = (
+            a if np.ndim(a) == 0 else np.asarray(a, dtype=float)[at_peak]
+            for a in (min_mass, min_prominence, noise_sd, level_variance))
+        noise_sd, level_variance = (a if np.ndim(a) == 0 else np.asarray(a, dtype=float)[at_saddle]
+                                    for a in (noise_sd, level_variance))
     # significant branches; a cluster of the condensed tree starts where two or more branches are significant
     sig = np.zeros(nn + 1, dtype=bool)
     raw_elong = None  # every node's ratio of variances, where the ridge rule computes it
@@ -276,7 +298,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
             # a row of round blobs, each significant by the dip rule, is not a ridge
             ridge &= ~blob_chains(parent, down, sig[:nn] & (raw < ridge_blob_elongation))
         sig[:nn] &= ~ridge | dip_significant(peak[:nn], split, dip_ratio=ridge_dip_ratio, dip_z=ridge_dip_z,
-                                             noise_sd=noise_sd, level_variance=level_variance)
+                                             noise_sd=noise_sd, level_variance=level_variance,
+                                             peak_noise_sd=peak_noise_sd, peak_level_variance=peak_variance)
     n_sig = np.bincount(parent[:nn][sig[:nn]], minlength=nn + 1)
     start = np.zeros(nn + 1, dtype=bool)
     start[:nn] = sig[:nn] & (n_sig[parent[:nn]] >= 2)
@@ -311,7 +334,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     top[cpar[ch]] = birth[ch]  # a cluster that splits ends where it splits
     gapped = np.zeros(starts.size, dtype=bool)
     if gap_z is not None and ch.size:
-        gapped = gap_joined(tree, cell_cluster, cpar, tree.count >= gap_z * cell_noise_sd)
+        gapped = gap_joined(tree, cell_cluster, cpar,
+                            tree.count >= gap_z * cell_noise_sd if occupied is None else occupied)
     if deep_dip_ratio is not None and ch.size:  # compact groups far above their split: places apart
         gapped |= deep_dips(tree, parent, down, starts, cpar, birth, peak, deep_dip_ratio, raw=raw_elong)
     # excess-of-mass selection, bottom-up; the root is never chosen
@@ -373,6 +397,42 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     return LevelClusters(tree, tree.cell_id[inside], label[inside], int(new_id.max()),
                          np.asarray(level, dtype=float), np.asarray(ctop, dtype=float), nodes,
                          partial(_entry_cells, tree.cell_id, cell_cluster, cpar), int(core.sum()), cell_cluster)
+
+
+def _peak_and_saddle_cells(tree: LevelTree, parent: np.ndarray, own, down: list, peak: np.ndarray,
+                           noise_sd) -> tuple[np.ndarray, np.ndarray]:
+    """For each node of the tree, the index (into the tree's cells) of its peak cell and of its split's saddle.
+
+    The peak cell: the highest of the cells ``own`` counts for the node (a node without children: those at its
+    own level), then carried up from child to parent as the peaks are (ties: any highest). The saddle of a
+    node whose parent is not the root: among the parent's cells that join it at its own level (where its
+    children meet), the one of largest ``noise_sd``; a node of the root: its own lowest cell.
+    """
+    nn = tree.n_nodes
+    node = tree.cell_node
+    val = tree.value.astype(float)
+    own = np.arange(node.size) if isinstance(own, slice) else np.asarray(own)
+    peak_cell = np.zeros(nn + 1, dtype=np.int64)
+    o = own[np.lexsort((val[own], node[own]))]  # by node, then value: the last of each node is its highest
+    last = np.r_[node[o][1:] != node[o][:-1], True]
+    peak_cell[node[o[last]]] = o[last]
+    for grp in down:  # children before parents; a child whose peak is the parent's gives its cell
+        hit = grp[peak[grp] >= peak[parent[grp]]]
+        peak_cell[parent[hit]] = peak_cell[hit]
+    nsd = np.broadcast_to(np.asarray(noise_sd, dtype=float), node.shape)
+    lowest = np.zeros(nn, dtype=np.int64)
+    o = np.lexsort((val, node))
+    first = np.r_[True, node[o][1:] != node[o][:-1]]
+    lowest[node[o[first]]] = o[first]
+    at = (np.arange(node.size) if tree.cell_level is None
+          else np.flatnonzero(tree.cell_level == tree.node_level[node]))
+    saddle_of = lowest.copy()  # fallback: a node's lowest cell
+    o = at[np.lexsort((-nsd[at], node[at]))]  # by node, the largest noise first
+    first = np.r_[True, node[o][1:] != node[o][:-1]]
+    saddle_of[node[o[first]]] = o[first]
+    par = parent[:nn]
+    saddle = np.where(par < nn, saddle_of[np.minimum(par, nn - 1)], lowest)
+    return peak_cell[:nn], saddle
 
 
 def _entry_cells(cell_id: np.ndarray, cell_entry: np.ndarray, par: np.ndarray) -> list:

@@ -61,6 +61,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..histogram import NoisyHistogram
 from ..noise import discrete_laplace_variance
 from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
@@ -247,6 +249,11 @@ def scale_mass(n_hat, rule=MIN_MASS_SHARE) -> float:
     return math.sqrt(n) if rule == "sqrt" else float(rule) * n
 
 
+def _reading(a) -> float:
+    """A setting for the metadata: the number, or the median of a per-cell array (0 when empty)."""
+    return float(a) if np.ndim(a) == 0 else float(np.median(a)) if np.size(a) else 0.0
+
+
 def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: float | None = None,
                    min_mass: float | None = None, min_prominence: float | None = None, extent: str = "grown",
                    selection: str = "eom", min_mass_share: float = MIN_MASS_SHARE,
@@ -265,7 +272,7 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    chain_elongation: float | None = CHAIN_ELONGATION,
                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                    dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z,
-                   floor_cells=None, noise_sd: float | None = None):
+                   floor_cells=None, noise_sd: float | None = None, cell_noise=None):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -321,6 +328,12 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         :mod:`dpgeo.mechanisms.privtree_auto`): ``floor_cells(sums, fdr)`` returns
         ``(cells, p_cut)`` instead of :func:`fdr_cells`, and ``noise_sd`` is the
         s.d. of a 3×3 sum's noise the rules use.
+    cell_noise : CellNoise, optional
+        ... or each cell's own noise (:class:`~dpgeo.mechanisms.cell_noise.CellNoise`, in the ``kernel``'s
+        levels): the rules read a branch's at its peak cell and a split's at its saddle
+        (:func:`~dpgeo.mechanisms.level_select.select_clusters`), the gap rule a cell's leaf's count; then
+        ``min_mass`` and ``min_prominence`` may be arrays over the grid's cells too (default ``2σ`` and
+        ``σ`` of each cell's own 3×3 box sum, as the scalars').
 
     Returns
     -------
@@ -345,8 +358,11 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     """
     sums = box_sums(hist)
     sd = sum_noise_sd(hist.q) if noise_sd is None else float(noise_sd)
+    if cell_noise is not None:  # each cell's own noise: the defaults per cell
+        sd = cell_noise.box_sd
     if min_mass is None:
-        min_mass = max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
+        min_mass = np.maximum(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share)) if np.ndim(sd) else \
+            max(MIN_MASS_SD * sd, scale_mass(n_hat, min_mass_share))
     if min_prominence is None:
         min_prominence = MIN_PROMINENCE_SD * sd
     around = _neighbours_in_universe(hist.grid)
@@ -363,10 +379,17 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
     floor = float(value[full].min()) if full.any() else (float(value.min()) if value.size else None)
     counts = hist.to_dense().ravel()[cells]  # the released counts of the kept cells (universe cells)
     tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
+    per_cell, occupied = {}, None
+    if cell_noise is not None:  # arrays over the grid, read at the tree's cells (sorted: the tree's order)
+        per_cell = {"noise_sd": cell_noise.level_sd[cells], "level_variance": cell_noise.level_variance[cells]}
+        occupied = None if gap_z is None else cell_noise.count_z[cells] >= gap_z
+    min_mass, min_prominence = (a if np.ndim(a) == 0 else np.asarray(a, dtype=float)[cells]
+                                for a in (min_mass, min_prominence))
     clusters = select_clusters(tree, min_mass=min_mass, min_prominence=min_prominence, extent=extent,
                                selection=selection, base_level=None if floor is None else floor - 1.0,
                                grow_steps=grow_steps, dip_ratio=dip_ratio, merge_ratio=merge_ratio,
-                               dip_z=dip_z, noise_sd=level_sd, level_variance=level_var, gap_z=gap_z,
+                               dip_z=dip_z, gap_z=gap_z, occupied=occupied,
+                               **{"noise_sd": level_sd, "level_variance": level_var, **per_cell},
                                cell_noise_sd=math.sqrt(discrete_laplace_variance(hist.q)), eom_margin=eom_margin,
                                deep_dip_ratio=deep_dip_ratio,
                                ridge_elongation=ridge_elongation,
@@ -387,8 +410,11 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "floor_level": floor,
         "n_floor_cells": int(cells.size),
         "n_thresholds": int(tree.thresholds.size),
-        "min_cluster_mass": float(min_mass),
-        "min_prominence": float(min_prominence),
+        "min_cluster_mass": _reading(min_mass),
+        "min_prominence": _reading(min_prominence),
+        **({} if cell_noise is None else {"noise_per_cell": "each cell's own (cells of different sizes): "
+                                          "mass and prominence at a branch's peak cell, a split at its saddle; "
+                                          "the figures above are the medians over the kept cells"}),
         "min_dip_ratio": float(dip_ratio),
         "min_dip_z": float(dip_z),
         **({"dip_max_correction": float(dip_max_correction), "dip_mean_z": float(dip_mean_z)}

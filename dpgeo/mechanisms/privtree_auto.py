@@ -4,14 +4,18 @@ The uniform rule's grid (at the leaf counts' budget) sets the scale; the
 decomposition runs on the grid ``refinement`` times finer (at most the largest
 histogram allowed), from roots ``root`` uniform cells wide. The noisy leaf
 counts are spread over the fine cells (:func:`~dpgeo.mechanisms.privtree.rasterise_leaves`)
-and the result is read as a dense histogram whose noise is that of one leaf
-count per cell: a 3×3 sum of fine cells has noise variance at most that of
-nine independent leaf noises (a window's cells from a leaf of ``A`` cells
-carry ``k/A ≤ 1`` of its noise each, and ``Σ (k_j/A_j)² ≤ Σ k_j = 9``), so
-the level tree's s.d. is conservative. Its floor's p-values take the nine
-noises as independent; for cells of large leaves that is conservative in
-variance, not proven in the tails (utility only: all of this is
-post-processing of the released tree and counts).
+and the result is read as a dense histogram. The selection rules read each
+cell's own noise (:mod:`~dpgeo.mechanisms.cell_noise`: a cell's share of its
+leaf's noise, the shares of one leaf summed before they are squared); with
+``cell_noise=False`` (the rule before) one s.d. for all cells: a 3×3 sum of
+fine cells has noise variance at most that of nine independent leaf noises
+(a window's cells from a leaf of ``A`` cells carry ``k/A ≤ 1`` of its noise
+each, and ``Σ (k_j/A_j)² ≤ Σ k_j = 9``), so ``sd_rule="max"`` is conservative.
+The floor tests each cell against its own s.d. (:func:`window_noise_sd`) with
+normal p-values, an approximation of the law of a weighted sum of discrete
+Laplace noises: its false-discovery rate is approximate, not the exact bound
+of the uniform grid (utility only: all of this is post-processing of the
+released tree and counts).
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ import numpy as np
 from ..errors import ParameterError
 from ..histogram import NoisyHistogram
 from ..noise import discrete_laplace_q, discrete_laplace_variance, split_epsilon
+from .cell_noise import leaf_cell_noise
 from .privtree import privtree_leaves, rasterise_leaves, release_leaf_counts
 from .resolution import coarsen_counts
 
-__all__ = ["PRIVTREE_REFINEMENT", "PRIVTREE_ROOT", "PRIVTREE_SD", "PRIVTREE_SHARE", "PRIVTREE_THETA_SD",
+__all__ = ["PRIVTREE_CELL_NOISE", "PRIVTREE_REFINEMENT", "PRIVTREE_ROOT", "PRIVTREE_SD", "PRIVTREE_SHARE", "PRIVTREE_THETA_SD",
            "gaussian_fdr_floor", "privtree_histogram", "window_noise_sd"]
 
 #: Share of the histogram's budget the split decisions take.
@@ -37,7 +42,9 @@ PRIVTREE_THETA_SD = 3.0
 PRIVTREE_REFINEMENT = 4
 #: The roots are blocks this many uniform cells wide (a power of two).
 PRIVTREE_ROOT = 2
-#: The one s.d. of a 3×3 sum the selection rules use: the largest over the cells (conservative) or the
+#: The selection rules read each cell's own noise (:mod:`~dpgeo.mechanisms.cell_noise`); False: one s.d. ...
+PRIVTREE_CELL_NOISE = True
+#: ... for all cells, the one s.d. of a 3×3 sum the selection rules use: the largest over the cells (conservative) or the
 #: mean over the cells weighted by their released sums (where the points are; not conservative).
 PRIVTREE_SD = "max"
 
@@ -89,12 +96,16 @@ def gaussian_fdr_floor(sd_cells: np.ndarray, universe: np.ndarray, unrounded_sum
 
 def privtree_histogram(fine, cell_id, count, epsilon_histogram, *, rng, sensitivity=1, factor_of,
                        share=PRIVTREE_SHARE, theta_sd=PRIVTREE_THETA_SD, refinement=PRIVTREE_REFINEMENT,
-                       root=PRIVTREE_ROOT, sd_rule=PRIVTREE_SD, float_floor=True, grid_of, k_min):
+                       root=PRIVTREE_ROOT, sd_rule=PRIVTREE_SD, float_floor=True, grid_of, k_min,
+                       cell_noise=PRIVTREE_CELL_NOISE, kernel="box"):
     """``(grid, hist, factor, uniform_factor, ε_tree, ε_leaf, settings, levels_kw)`` of a PrivTree run.
 
     ``ε_tree + ε_leaf ≤ ε_h`` exactly (:func:`~dpgeo.noise.split_epsilon`).
 
     ``factor_of(ε)`` is the uniform rule's coarsening factor at a histogram budget ``ε`` (public: from ``n̂``).
+    ``cell_noise``: the selection rules read each cell's own noise in the ``kernel``'s levels
+    (:func:`~dpgeo.mechanisms.cell_noise.leaf_cell_noise`; ``levels_kw["cell_noise"]``); False: one s.d.
+    for all cells, chosen by ``sd_rule`` (the rule before).
     """
     if sensitivity != 1:
         raise ParameterError("resolution='privtree' covers records of one point only (sensitivity 1); "
@@ -132,9 +143,13 @@ def privtree_histogram(fine, cell_id, count, epsilon_histogram, *, rng, sensitiv
     pad[1:-1, 1:-1] = dens
     unrounded = sum(pad[1 + dy:1 + dy + grid.ny, 1 + dx:1 + dx + grid.nx] for dy in (-1, 0, 1) for dx in (-1, 0, 1))
     levels_kw = {"floor_cells": gaussian_fdr_floor(sd_cells, uni, unrounded if float_floor else None), "noise_sd": sd}
+    if cell_noise:
+        levels_kw["cell_noise"] = leaf_cell_noise(leaves.leaf_of_cell, leaves.leaf_cells, leaves.leaf_count,
+                                                  math.sqrt(discrete_laplace_variance(q)), kernel=kernel,
+                                                  inside=grid.universe_mask())
     info = {
         "resolution": "privtree (experimental adaptive resolution)",
-        "privtree_sd_rule": sd_rule,
+        "privtree_sd_rule": "each cell's own" if cell_noise else sd_rule,
         "privtree_noise_sd": sd,
         "privtree_share": share,
         "privtree_theta": theta,
