@@ -4,8 +4,9 @@ Part of :mod:`dpgeo.mechanisms.levels` (post-processing of one released
 histogram; no budget): the 3×3 kernels that give each cell its level (the box's
 sum, or binomial weights), the noise of those levels, and the floor — the cells
 whose neighbourhood holds points at a false-discovery rate (Benjamini–Hochberg,
-exact p-values of sums of discrete Laplace noises). Its names are importable
-from :mod:`dpgeo.mechanisms.levels` too.
+exact p-values of sums of discrete Laplace noises), and its bridges along
+lines of points between pieces of the floor. Its names are importable from
+:mod:`dpgeo.mechanisms.levels` too.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from ..noise import discrete_laplace_variance, gamma_difference_sf, interval_fft
 from .dbscan import neighbourhood_sums
 from .level_tree import BOX_OFFSETS
 
-__all__ = ["BRIDGE_MIN_PIECE_CELLS", "DEFAULT_FDR", "FLOOR_LINE_CELLS", "KERNELS", "LINE_DIRECTIONS", "binomial_sums", "box_sums", "fdr_cells",
-           "floor_bridges", "level_noise", "line_offsets", "sum_noise_sd"]
+__all__ = ["BRIDGE_MIN_PIECE_CELLS", "DEFAULT_FDR", "FLOOR_LINE_CELLS", "KERNELS", "LINE_DIRECTIONS", "binomial_sums",
+           "box_sums", "fdr_cells", "floor_bridges", "level_noise", "line_offsets", "sum_noise_sd"]
 
 #: The density kernel of the tree of levels: ``box`` (the sum of the 3×3 released counts) or ``binomial``
 #: (their ``[1, 2, 1] ⊗ [1, 2, 1]`` weighted sum, in the box's units: :func:`binomial_sums`).

@@ -11,7 +11,10 @@ parameters only; no budget is spent here. The steps:
    Benjamini–Hochberg procedure at level ``fdr`` keeps the cells it rejects.
    Among the kept cells the expected share of truly empty neighbourhoods is
    at most ``fdr`` (the statistics are positively dependent, see
-   ``docs/privacy.md``).
+   ``docs/privacy.md``). With ``floor_line_cells`` (few cells, from
+   :func:`~dpgeo.mechanisms.auto.auto_spans_cells`) the floor also keeps its
+   bridges: cells that a second test along lines through them keeps where they
+   join pieces of the floor (:func:`~dpgeo.mechanisms.level_floor.floor_bridges`).
 3. **The tree of levels.** For every threshold ``t`` the kept cells with
    ``S̃ ≥ t`` fall into connected components (8-neighbour adjacency). As ``t``
    rises a component shrinks and splits; the components over all ``t`` form a
@@ -67,7 +70,9 @@ from ..histogram import NoisyHistogram
 from ..noise import discrete_laplace_variance
 from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
 from .level_floor import (
+    BRIDGE_MIN_PIECE_CELLS,
     DEFAULT_FDR,
+    FLOOR_LINE_CELLS,
     KERNELS,
     _neighbours_in_universe,
     binomial_sums,
@@ -95,12 +100,14 @@ from .level_tree import (
 
 __all__ = [
     "BOX_OFFSETS",
+    "BRIDGE_MIN_PIECE_CELLS",
     "DEEP_DIP_RATIO",
     "DEFAULT_FDR",
     "EXTENTS",
     "EOM_MARGIN",
     "FEW_CELLS_KERNEL",
     "FEW_CELLS_SCALE",
+    "FLOOR_LINE_CELLS",
     "GAP_Z",
     "GROW_STEPS",
     "MAX_THRESHOLDS",
