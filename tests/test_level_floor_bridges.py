@@ -159,3 +159,33 @@ def test_density_levels_with_bridges_reads_the_broken_line_as_one():
     assert s_on["n_floor_bridge_cells"] > 0 and s_on["n_floor_cells"] > s_off["n_floor_cells"]
     assert s_on["floor_level"] == s_off["floor_level"]  # the bridges' low sums do not lower the floor
     assert (off.n_clusters, on.n_clusters) == (2, 1)
+
+
+def test_the_map_says_what_its_bridges_are_and_none_without_them():
+    """A seeded run through the library on few cells (a line of 300 points across a 10 km box, a gap in its middle):
+    the metadata records the bridges' lines and cells, and the floor's guarantee says the bridges are outside it;
+    with ``floor_line_cells=None`` (the rule before) neither appears."""
+    import warnings
+
+    import dpgeo
+    from dpgeo.mechanisms import auto
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(1000, 9000, 300)
+    y = 5000 + 0.3 * (x - 5000) + rng.normal(0, 40, x.size)
+    keep = np.abs(x - 5000) > 300
+    kw = dict(epsilon=1.0, seed=2, ledger=False, domain=(0, 0, 10_000, 10_000), domain_crs=CRS, crs=CRS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dpgeo.NotPrivateWarning)
+        md = dpgeo.dbscan_spans((x[keep], y[keep], CRS), **kw).metadata
+        assert md["floor_line_cells"] == 7 and md["n_floor_bridge_cells"] > 0
+        assert f"{md['n_floor_bridge_cells']} bridge cells" in md["floor_guarantee"]
+        defaults = auto.auto_spans_cells.__kwdefaults__
+        mp = pytest.MonkeyPatch()
+        mp.setitem(defaults, "floor_line_cells", None)
+        try:
+            before = dpgeo.dbscan_spans((x[keep], y[keep], CRS), **kw).metadata
+        finally:
+            mp.undo()
+    assert "floor_line_cells" not in before and "bridge" not in before["floor_guarantee"]
+    assert before["n_floor_cells"] < md["n_floor_cells"]
