@@ -165,6 +165,10 @@ def auto_run(counts, p, c, setup, rng, progress) -> Outcome:
     md["n_core_cells"] = cl.n_core_cells
     md["floor_guarantee"] = (f"among the cells a cluster may cover, the expected share whose 3x3 neighbourhood holds "
                              f"no point is at most {setup['fdr']:g} (Benjamini-Hochberg; see docs/privacy.md)")
+    if run.settings.get("n_floor_bridge_cells"):
+        md["floor_guarantee"] += (f"; not so for the floor's {run.settings['n_floor_bridge_cells']} bridge cells, "
+                                  "kept where points along lines through them join pieces of the floor (measured, "
+                                  "not proved: docs/privacy.md)")
     md["levels_guarantee"] = (f"with probability >= {1 - md['beta']:g} every 3x3 sum is within "
                               f"{run.settings['gamma_all_levels']:g} of its true value, and then at every level t "
                               "each cluster lies inside one true cluster at t - Gamma and contains every true cluster "

@@ -46,6 +46,7 @@ from .concentration import (
     occupied_width,
 )
 from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
+from .level_floor import FLOOR_LINE_CELLS
 from .levels import (
     DEEP_DIP_RATIO,
     DEFAULT_FDR,
@@ -244,7 +245,9 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                      resolution: str = "uniform", privtree_share: float = PRIVTREE_SHARE,
                      privtree_theta_sd: float = PRIVTREE_THETA_SD, privtree_refinement: int = PRIVTREE_REFINEMENT,
                      privtree_root: int = PRIVTREE_ROOT, privtree_sd: str = PRIVTREE_SD,
-                     privtree_float_floor: bool = True, privtree_cell_noise: bool = PRIVTREE_CELL_NOISE) -> AutoSpans:
+                     privtree_float_floor: bool = True, privtree_cell_noise: bool = PRIVTREE_CELL_NOISE,
+                     floor_line_cells: int | None = FLOOR_LINE_CELLS,
+                     large_floor_line_cells: int | None = None) -> AutoSpans:
     """Release ``n̂`` and one histogram from exact fine-grid counts, then choose the clusters (ε-DP in all).
 
     Parameters
@@ -303,6 +306,12 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         holds at least this share of the map's scale ``min_mass_share``
         (and at least two s.d. of a 3×3 sum's noise; 1: the rule before;
         :data:`~dpgeo.mechanisms.levels.FEW_CELLS_SCALE`).
+    floor_line_cells, large_floor_line_cells
+        With few cells and with more: the floor's bridges (:func:`~dpgeo.mechanisms.level_floor.floor_bridges`)
+        test the lines of this many cells through each cell and add the cells that join two or more pieces of the
+        floor (None: the box's test alone, the rule before; with few cells
+        :data:`~dpgeo.mechanisms.level_floor.FLOOR_LINE_CELLS`, with more none). Post-processing of the released
+        histogram.
     occupied_mass_share, max_area_share, sparse_share
         The share of ``n̂`` the occupied blocks must hold, the largest share of
         the study area they may cover, and the share of the occupied points
@@ -414,6 +423,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
         del ids, counts
     q = discrete_laplace_q(eps1, sensitivity)
     scale = few_cells_scale if few else 1.0  # few cells: a small noisy total, whose groups hold fewer than √n̂
+    lines = floor_line_cells if few else large_floor_line_cells
     ratio = levels_kw.get("noise_sd", sum_noise_sd(q)) / sum_noise_sd(q)  # 1 but for the experimental resolution
     min_mass = max(MIN_MASS_SD * sum_noise_sd(q) * ratio, scale * scale_mass(max(n_hat, 0), min_mass_share))
     min_prominence = prominence_sd * level_noise(q, kern)[0] * ratio
@@ -438,7 +448,7 @@ def auto_spans_cells(fine: Grid, cell_id: np.ndarray, count: np.ndarray, *, epsi
                                         chain_elongation=chain_elongation,
                                         chain_piece_elongation=chain_piece_elongation,
                                         dip_max_correction=dip_max_correction, dip_mean_z=dip_mean_z,
-                                        **levels_kw)
+                                        floor_line_cells=lines, **levels_kw)
     gamma = gamma_all_levels(q, grid.n_cells, beta)
     settings.update({
         "resolution_rule": f"cells = noisy total / ({rho:g} x sd of one cell's noise), spread over the study "

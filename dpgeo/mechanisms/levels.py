@@ -11,7 +11,10 @@ parameters only; no budget is spent here. The steps:
    Benjamini–Hochberg procedure at level ``fdr`` keeps the cells it rejects.
    Among the kept cells the expected share of truly empty neighbourhoods is
    at most ``fdr`` (the statistics are positively dependent, see
-   ``docs/privacy.md``).
+   ``docs/privacy.md``). With ``floor_line_cells`` (few cells, from
+   :func:`~dpgeo.mechanisms.auto.auto_spans_cells`) the floor also keeps its
+   bridges: cells that a second test along lines through them keeps where they
+   join pieces of the floor (:func:`~dpgeo.mechanisms.level_floor.floor_bridges`).
 3. **The tree of levels.** For every threshold ``t`` the kept cells with
    ``S̃ ≥ t`` fall into connected components (8-neighbour adjacency). As ``t``
    rises a component shrinks and splits; the components over all ``t`` form a
@@ -67,12 +70,15 @@ from ..histogram import NoisyHistogram
 from ..noise import discrete_laplace_variance
 from .level_chains import CHAIN_ELONGATION, CHAIN_PIECE_ELONGATION
 from .level_floor import (
+    BRIDGE_MIN_PIECE_CELLS,
     DEFAULT_FDR,
+    FLOOR_LINE_CELLS,
     KERNELS,
     _neighbours_in_universe,
     binomial_sums,
     box_sums,
     fdr_cells,
+    floor_bridges,
     level_noise,
     sum_noise_sd,
 )
@@ -94,12 +100,14 @@ from .level_tree import (
 
 __all__ = [
     "BOX_OFFSETS",
+    "BRIDGE_MIN_PIECE_CELLS",
     "DEEP_DIP_RATIO",
     "DEFAULT_FDR",
     "EXTENTS",
     "EOM_MARGIN",
     "FEW_CELLS_KERNEL",
     "FEW_CELLS_SCALE",
+    "FLOOR_LINE_CELLS",
     "GAP_Z",
     "GROW_STEPS",
     "MAX_THRESHOLDS",
@@ -128,6 +136,7 @@ __all__ = [
     "build_level_tree",
     "density_levels",
     "fdr_cells",
+    "floor_bridges",
     "level_noise",
     "grow_labels",
     "scale_mass",
@@ -272,7 +281,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
                    chain_elongation: float | None = CHAIN_ELONGATION,
                    chain_piece_elongation: float = CHAIN_PIECE_ELONGATION,
                    dip_max_correction: float = DIP_MAX_CORRECTION, dip_mean_z: float = DIP_MEAN_Z,
-                   floor_cells=None, noise_sd: float | None = None, cell_noise=None):
+                   floor_line_cells: int | None = None, floor_cells=None, noise_sd: float | None = None,
+                   cell_noise=None):
     """The flat cluster map and the tree of levels from one released dense histogram (post-processing).
 
     Parameters
@@ -323,6 +333,9 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         A cluster whose child clusters are all compact groups rising to at least ``1 / deep_dip_ratio``
         times the level where they split off is never chosen over them (:data:`DEEP_DIP_RATIO`; None:
         no such rule), as for :func:`~dpgeo.mechanisms.level_select.select_clusters`.
+    floor_line_cells : int, optional
+        The floor also tests the lines of this many cells through each cell (:func:`fdr_cells`;
+        None: the 3×3 box's test alone, the rule before).
     floor_cells, noise_sd : optional
         For histograms whose cells do not carry one noise each (an experiment:
         :mod:`dpgeo.mechanisms.privtree_auto`): ``floor_cells(sums, fdr)`` returns
@@ -367,6 +380,8 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         min_prominence = MIN_PROMINENCE_SD * sd
     around = _neighbours_in_universe(hist.grid)
     cells, p_cut = fdr_cells(hist, sums, fdr, around) if floor_cells is None else floor_cells(sums, fdr)
+    bridges = (floor_bridges(hist, sums, cells, fdr, floor_line_cells, around)
+               if floor_line_cells is not None and floor_cells is None else cells[:0])
     level_sd, level_var = level_noise(hist.q, kernel)
     if noise_sd is not None:  # an experimental resolution's one s.d. of a 3x3 sum's noise, in the kernel's levels
         level_sd *= float(noise_sd) / sum_noise_sd(hist.q)
@@ -374,9 +389,13 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         sums = binomial_sums(hist)
     value = sums.ravel()[cells]
     # the floor: the lowest kept sum of the cells whose whole neighbourhood is in the universe (cells on the
-    # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born)
+    # study area's edge sum fewer noises and may be kept lower; they must not lower where clusters are born;
+    # nor do the bridges, whose sums are low)
     full = around.ravel()[cells] == BOX_OFFSETS.shape[0]
     floor = float(value[full].min()) if full.any() else (float(value.min()) if value.size else None)
+    if bridges.size:
+        cells = np.sort(np.concatenate([cells, bridges]))
+        value = sums.ravel()[cells]
     counts = hist.to_dense().ravel()[cells]  # the released counts of the kept cells (universe cells)
     tree = build_level_tree(hist.grid, cells, value, counts, max_thresholds=max_thresholds)
     per_cell, occupied = {}, None
@@ -404,7 +423,13 @@ def density_levels(hist: NoisyHistogram, *, fdr: float = DEFAULT_FDR, n_hat: flo
         "density_kernel": "3x3 cells (sum of released counts)" if kernel == "box" else
         "3x3 cells (binomial weights 1-2-1 x 1-2-1 of the released counts, scaled by 9/16)",
         "noise_sd_of_level": level_sd,
-        "floor_rule": "Benjamini-Hochberg over all universe cells, null: no point in the 3x3 neighbourhood",
+        "floor_rule": "Benjamini-Hochberg over all universe cells, null: no point in the 3x3 neighbourhood"
+        + ("" if floor_line_cells is None else
+           f"; bridges: cells kept by a second Benjamini-Hochberg procedure (null: no point in the 3x3 "
+           f"neighbourhood nor on the 4 lines of {floor_line_cells} cells through the cell; the smallest of "
+           "the 5 exact p-values times 5) that join two or more pieces of the floor"),
+        **({} if floor_line_cells is None else {"floor_line_cells": int(floor_line_cells),
+                                                "n_floor_bridge_cells": int(bridges.size)}),
         "floor_fdr": float(fdr),
         "floor_p_value_cut": p_cut,
         "floor_level": floor,
