@@ -484,7 +484,8 @@ def _shape_measures(tree: LevelTree, parent: np.ndarray, down: list, nodes: np.n
 
 def deep_dips(tree: LevelTree, parent: np.ndarray, down: list, start_node: np.ndarray, par: np.ndarray,
               birth: np.ndarray, peak: np.ndarray, ratio: float, elongation: float = DEEP_DIP_ELONGATION,
-              thinness: float = DEEP_DIP_THINNESS, raw: np.ndarray | None = None) -> np.ndarray:
+              thinness: float | None = DEEP_DIP_THINNESS, raw: np.ndarray | None = None,
+              only: np.ndarray | None = None) -> np.ndarray:
     """For each condensed-tree entry, whether all its child entries are compact groups that rise high above
     where they split off: each child's peak at least ``1 / ratio`` times the level it splits off at, and its
     cells round (:func:`branch_elongation` below ``elongation``) and compact (:func:`branch_thinness`
@@ -494,8 +495,11 @@ def deep_dips(tree: LevelTree, parent: np.ndarray, down: list, start_node: np.nd
     ``birth`` the level each entry splits off at and ``peak`` each node's peak (the levels of
     :func:`~dpgeo.mechanisms.level_select.select_clusters`); ``parent`` and ``down`` as for
     :func:`branch_elongation`; ``raw`` every node's ratio of variances if already known
-    (:func:`branch_elongation`'s ``raw``). An entry without children reads False. Such a parent is two or more places
-    whose density falls below half of theirs between them (``ratio`` 0.5) — a reader sees them apart,
+    (:func:`branch_elongation`'s ``raw``). An entry without children reads False; with ``only`` (a mask
+    of the entries), so does every entry outside it — the thinness, a distance transform for each child,
+    is measured only for the children of entries inside it that pass the other tests. Such a parent is two or more places
+    whose density falls below half of theirs between them (``ratio`` 0.5; ``thinness`` None: the other tests
+    alone) — a reader sees them apart,
     however much the parent's long life below the split weighs in its excess of mass: the smoothed
     levels' range from the floor to the split is wide, from the split to a group's peak narrow.
 
@@ -531,8 +535,10 @@ def deep_dips(tree: LevelTree, parent: np.ndarray, down: list, start_node: np.nd
     has_child[par[ch]] = True
     bad = np.zeros(n, dtype=bool)
     np.logical_or.at(bad, par[ch], (birth[ch] > ratio * peak[nodes]) | (raw[nodes] >= elongation))
+    if only is not None:
+        bad |= ~np.asarray(only, dtype=bool)
     look = ~bad[par[ch]]  # the thinness (a distance transform each) only where the rest passes
-    if look.any():
+    if thinness is not None and look.any():
         thin = branch_thinness(tree, parent, down, nodes[look])
         np.logical_or.at(bad, par[ch][look], thin[nodes[look]] >= thinness)
     return has_child & ~bad

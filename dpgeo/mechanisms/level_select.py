@@ -336,14 +336,19 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     if gap_z is not None and ch.size:
         gapped = gap_joined(tree, cell_cluster, cpar,
                             tree.count >= gap_z * cell_noise_sd if occupied is None else occupied)
-    if deep_dip_ratio is not None and ch.size:  # compact groups far above their split: places apart
-        gapped |= deep_dips(tree, parent, down, starts, cpar, birth, peak, deep_dip_ratio, raw=raw_elong)
+    deep = np.zeros(starts.size, dtype=bool)  # compact groups far above their split: places apart
+    if deep_dip_ratio is not None and ch.size:
+        # the cheap tests for every cluster; the thinness (a distance transform for each child) below, only
+        # where excess of mass would choose the cluster over its children
+        deep_of = partial(deep_dips, tree, parent, down, starts, cpar, birth, peak, deep_dip_ratio, raw=raw_elong)
+        deep = deep_of(thinness=None)
     # excess-of-mass selection, bottom-up; the root is never chosen
     chosen = np.zeros(starts.size, dtype=bool)
     value = stab.copy()
     child_sum = np.zeros(starts.size)
     for i in range(starts.size - 1):
-        if has_child[i] and (selection == "leaf" or (1.0 + eom_margin) * child_sum[i] > stab[i] or gapped[i]):
+        if has_child[i] and (selection == "leaf" or (1.0 + eom_margin) * child_sum[i] > stab[i] or gapped[i]
+                             or (deep[i] and deep_of(only=np.arange(starts.size) == i)[i])):
             value[i] = child_sum[i]
         else:
             chosen[i] = True
