@@ -340,6 +340,8 @@ def select_clusters(tree: LevelTree, *, min_mass: float, min_prominence: float, 
     if deep_dip_ratio is not None and ch.size:
         # the cheap tests for every cluster; the thinness (a distance transform for each child) below, only
         # where excess of mass would choose the cluster over its children
+        if raw_elong is None:  # the ridge rule is off: the ratios of variances once, not at every call below
+            _, raw_elong = branch_elongation(tree, parent, down, None, 0.0, raw=True)
         deep_of = partial(deep_dips, tree, parent, down, starts, cpar, birth, peak, deep_dip_ratio, raw=raw_elong)
         deep = deep_of(thinness=None)
     # excess-of-mass selection, bottom-up; the root is never chosen
